@@ -1,0 +1,134 @@
+// Package reason defines the stable reason codes SharedOS attaches to every
+// refusal and failure, on every transport.
+//
+// A code is part of the wire contract: it is what agent runtimes, audit
+// subscribers and dashboards branch on, so codes are only ever added, never
+// renamed. Go callers match them with errors.Is against the sentinel errors
+// below; the human message may change freely.
+//
+//	if errors.Is(err, reason.ErrNoMatchingGrant) { ... }
+package reason
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Code is a stable, machine-readable refusal or failure reason.
+type Code string
+
+// The reason codes. The comment on each says when it is given.
+const (
+	// UnknownTool: the name is not in the turn's held catalogue.
+	UnknownTool Code = "unknown_tool"
+	// NamespaceDisabled: the tool's namespace is not enabled for this operation.
+	NamespaceDisabled Code = "namespace_disabled"
+	// NotDiscoverable: no grant valid now covers the tool's capability.
+	NotDiscoverable Code = "not_discoverable"
+	// InvalidArguments: the arguments fail the held input schema, or the
+	// tool's resource requirement cannot be resolved from them.
+	InvalidArguments Code = "invalid_arguments"
+	// NoMatchingGrant: the tool is discoverable but no grant valid now
+	// covers both its capability and the resource the call resolves to.
+	NoMatchingGrant Code = "no_matching_grant"
+	// StepCeilingExceeded: the turn has used its allowed number of calls.
+	StepCeilingExceeded Code = "step_ceiling_exceeded"
+	// TurnClosed: the turn was closed (or idled out); it takes no more operations.
+	TurnClosed Code = "turn_closed"
+	// TurnNotFound: no open turn has this id for this authority.
+	TurnNotFound Code = "turn_not_found"
+	// ProviderUnavailable: the provider could not be reached.
+	ProviderUnavailable Code = "provider_unavailable"
+	// ProviderTimeout: the provider did not answer within the deadline.
+	ProviderTimeout Code = "provider_timeout"
+	// ProviderError: the provider answered with a failure or a malformed reply.
+	ProviderError Code = "provider_error"
+	// CapabilityChanged: the tool's contract changed since the turn pinned it;
+	// the provider refused to run a contract the model was not shown.
+	CapabilityChanged Code = "capability_changed"
+	// Overloaded: the node is shedding load (mailbox or in-flight limits).
+	Overloaded Code = "overloaded"
+	// InvalidRequest: the request itself is malformed (bad turn id, bad
+	// frame, oversized payload) and was not decided at all.
+	InvalidRequest Code = "invalid_request"
+	// Internal: a SharedOS fault, not the caller's. Always a bug or an
+	// infrastructure failure (for example the audit stream refusing events).
+	Internal Code = "internal"
+)
+
+// Codes lists every code, in a stable order.
+func Codes() []Code {
+	return []Code{
+		UnknownTool, NamespaceDisabled, NotDiscoverable, InvalidArguments,
+		NoMatchingGrant, StepCeilingExceeded, TurnClosed, TurnNotFound,
+		ProviderUnavailable, ProviderTimeout, ProviderError, CapabilityChanged,
+		Overloaded, InvalidRequest, Internal,
+	}
+}
+
+// Known reports whether c is one of the defined codes.
+func (c Code) Known() bool {
+	for _, k := range Codes() {
+		if k == c {
+			return true
+		}
+	}
+	return false
+}
+
+// Error is a refusal or failure carrying a stable code. Two Errors are the
+// same for errors.Is when their codes are equal, whatever their messages.
+type Error struct {
+	Code    Code
+	Message string
+}
+
+func (e *Error) Error() string {
+	if e.Message == "" {
+		return "sharedos: " + string(e.Code)
+	}
+	return "sharedos: " + string(e.Code) + ": " + e.Message
+}
+
+// Is reports whether target is an *Error with the same code.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Code == e.Code
+}
+
+// New returns an *Error with the code and a formatted message.
+func New(code Code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// Of returns the code carried by err, or Internal when err carries none.
+// It returns "" for a nil error.
+func Of(err error) Code {
+	if err == nil {
+		return ""
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return Internal
+}
+
+// Sentinels for errors.Is. Their messages are empty; match, don't print.
+var (
+	ErrUnknownTool         = &Error{Code: UnknownTool}
+	ErrNamespaceDisabled   = &Error{Code: NamespaceDisabled}
+	ErrNotDiscoverable     = &Error{Code: NotDiscoverable}
+	ErrInvalidArguments    = &Error{Code: InvalidArguments}
+	ErrNoMatchingGrant     = &Error{Code: NoMatchingGrant}
+	ErrStepCeilingExceeded = &Error{Code: StepCeilingExceeded}
+	ErrTurnClosed          = &Error{Code: TurnClosed}
+	ErrTurnNotFound        = &Error{Code: TurnNotFound}
+	ErrProviderUnavailable = &Error{Code: ProviderUnavailable}
+	ErrProviderTimeout     = &Error{Code: ProviderTimeout}
+	ErrProviderError       = &Error{Code: ProviderError}
+	ErrCapabilityChanged   = &Error{Code: CapabilityChanged}
+	ErrOverloaded          = &Error{Code: Overloaded}
+	ErrInvalidRequest      = &Error{Code: InvalidRequest}
+	ErrInternal            = &Error{Code: Internal}
+)
