@@ -1,0 +1,406 @@
+package actors
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base32"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/sharedos/sharedos/authority"
+	"github.com/sharedos/sharedos/catalog"
+	"github.com/sharedos/sharedos/internal/audit"
+	"github.com/sharedos/sharedos/internal/providers"
+	"github.com/sharedos/sharedos/reason"
+	"github.com/sharedos/sharedos/turn"
+)
+
+// Options configure a Kernel. Zero values take the defaults named.
+type Options struct {
+	// Node names this node; it prefixes minted turn ids and is recorded on
+	// every event. Default "node".
+	Node string
+	// Providers are the tool providers, asked once per turn.
+	Providers []providers.ContextToolProvider
+	// Required names providers whose failure fails resolution (with the
+	// failure's class) instead of leaving their tools absent.
+	Required []string
+	// Authority resolves a principal's grants, once per turn. Required.
+	Authority authority.Source
+	// Sink receives audit records. Default: audit.Discard.
+	Sink audit.Sink
+	// Clock stamps every operation's instant. Default time.Now.
+	Clock func() time.Time
+	// StepCeiling is the number of allowed calls per turn. Default 64.
+	StepCeiling int
+	// MaxInFlightPerTurn bounds concurrent executions per turn. Default 32.
+	MaxInFlightPerTurn int
+	// MaxTurns bounds open turns on this node; opens beyond it are refused
+	// overloaded. Default 100000.
+	MaxTurns int
+	// IdleTimeout closes a turn with no operations for this long. Default 10m.
+	IdleTimeout time.Duration
+	// ResolveTimeout bounds each provider's catalogue answer. Default 5s.
+	ResolveTimeout time.Duration
+	// CallTimeout bounds each execution. Default 30s.
+	CallTimeout time.Duration
+	// Limits bound provider definitions and call arguments.
+	Limits catalog.Limits
+	// Logger receives operational logs. Default slog.Default().
+	Logger *slog.Logger
+	// Switches disable protections for the conformance suite's proofs.
+	// Never set in production.
+	Switches turn.Switches
+}
+
+func (o Options) withDefaults() Options {
+	if o.Node == "" {
+		o.Node = "node"
+	}
+	if o.Sink == nil {
+		o.Sink = audit.Discard{}
+	}
+	if o.Clock == nil {
+		o.Clock = time.Now
+	}
+	if o.StepCeiling == 0 {
+		o.StepCeiling = 64
+	}
+	if o.MaxInFlightPerTurn == 0 {
+		o.MaxInFlightPerTurn = 32
+	}
+	if o.MaxTurns == 0 {
+		o.MaxTurns = 100000
+	}
+	if o.IdleTimeout == 0 {
+		o.IdleTimeout = 10 * time.Minute
+	}
+	if o.ResolveTimeout == 0 {
+		o.ResolveTimeout = 5 * time.Second
+	}
+	if o.CallTimeout == 0 {
+		o.CallTimeout = 30 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o
+}
+
+var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+
+// Validate reports a configuration the kernel cannot run with.
+func (o Options) Validate() error {
+	o = o.withDefaults()
+	if o.Authority == nil {
+		return errors.New("actors: Options.Authority is required")
+	}
+	if !idPattern.MatchString(o.Node) {
+		return fmt.Errorf("actors: node id %q must match %s", o.Node, idPattern)
+	}
+	if o.StepCeiling < 0 || o.MaxInFlightPerTurn < 0 || o.MaxTurns < 0 {
+		return errors.New("actors: limits must not be negative")
+	}
+	seen := map[string]bool{}
+	for _, p := range o.Providers {
+		if p == nil {
+			return errors.New("actors: nil provider")
+		}
+		if seen[p.ID()] {
+			return fmt.Errorf("actors: provider %q configured twice", p.ID())
+		}
+		seen[p.ID()] = true
+	}
+	for _, r := range o.Required {
+		if !seen[r] {
+			return fmt.Errorf("actors: required provider %q is not configured", r)
+		}
+	}
+	return nil
+}
+
+// shared is what every turn actor of a kernel reads. Immutable after New,
+// apart from the Normalizer's internally synchronized cache.
+type shared struct {
+	opts       Options
+	providers  map[string]providers.ContextToolProvider
+	order      []string
+	required   map[string]bool
+	normalizer *catalog.Normalizer
+	log        *slog.Logger
+}
+
+// Kernel is a node's turn kernel. Its methods are safe for concurrent use.
+type Kernel struct {
+	sh       *shared
+	system   *actor.ActorSystem
+	dir      *actor.PID
+	ops      sync.WaitGroup
+	draining atomic.Bool
+	stopOnce sync.Once
+}
+
+const directoryName = "turns"
+
+// New starts a kernel.
+func New(opts Options) (*Kernel, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	opts = opts.withDefaults()
+	sh := &shared{
+		opts:       opts,
+		providers:  map[string]providers.ContextToolProvider{},
+		required:   map[string]bool{},
+		normalizer: catalog.NewNormalizer(opts.Limits, 4096),
+		log:        opts.Logger,
+	}
+	for _, p := range opts.Providers {
+		sh.providers[p.ID()] = p
+		sh.order = append(sh.order, p.ID())
+	}
+	for _, r := range opts.Required {
+		sh.required[r] = true
+	}
+	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+		return opts.Logger.With("component", "protoactor")
+	}))
+	dir, err := system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return newDirectory(sh) },
+		actor.WithSupervisor(stopOnPanic(sh.log))), directoryName)
+	if err != nil {
+		return nil, fmt.Errorf("actors: starting directory: %w", err)
+	}
+	return &Kernel{sh: sh, system: system, dir: dir}, nil
+}
+
+// stopOnPanic stops a turn actor that panicked instead of restarting it: a
+// restarted turn would have lost its held catalogue and chain position,
+// and silently re-resolving is exactly what ADR 0026 forbids. Its callers
+// then get turn_not_found.
+func stopOnPanic(log *slog.Logger) actor.SupervisorStrategy {
+	return actor.NewOneForOneStrategy(0, time.Second, func(r any) actor.Directive {
+		log.Error("turn actor failed; stopping it", "panic", fmt.Sprint(r))
+		return actor.StopDirective
+	})
+}
+
+// Node is this kernel's node id.
+func (k *Kernel) Node() string { return k.sh.opts.Node }
+
+// Now is the kernel's clock.
+func (k *Kernel) Now() time.Time { return k.sh.opts.Clock() }
+
+func (k *Kernel) begin() error {
+	k.ops.Add(1)
+	if k.draining.Load() {
+		k.ops.Done()
+		return reason.New(reason.Overloaded, "node %s is shutting down", k.sh.opts.Node)
+	}
+	return nil
+}
+
+// Open opens a turn for access, or attaches to it if a turn with the same
+// id and authority key is open, and returns the caller's lease. With an
+// empty TurnID the kernel mints one ("<node>.<random>").
+func (k *Kernel) Open(ctx context.Context, access authority.AccessContext) (Opened, error) {
+	if err := k.begin(); err != nil {
+		return Opened{}, err
+	}
+	defer k.ops.Done()
+	if access.TurnID == "" {
+		access.TurnID = k.sh.opts.Node + "." + randomID()
+	} else if !idPattern.MatchString(access.TurnID) {
+		return Opened{}, reason.New(reason.InvalidRequest, "turn id %q must match %s", access.TurnID, idPattern)
+	}
+	if err := checkAccess(access); err != nil {
+		return Opened{}, err
+	}
+	access.Now = k.sh.opts.Clock()
+	res, err := k.request(ctx, k.dir, &openTurn{access: access})
+	if err != nil {
+		return Opened{}, err
+	}
+	return *res.(*Opened), nil
+}
+
+// Close releases the caller's lease. The turn closes when its last lease
+// is released; Close returns once turn.closed is recorded then. Releasing a
+// lease twice is harmless.
+func (k *Kernel) Close(ctx context.Context, access authority.AccessContext, leaseID string) error {
+	k.ops.Add(1)
+	defer k.ops.Done()
+	if access.TurnID == "" {
+		return reason.New(reason.InvalidRequest, "close needs a turn id")
+	}
+	_, err := k.request(ctx, k.dir, &releaseLease{access: access, leaseID: leaseID})
+	return err
+}
+
+// ListTools lists the turn's tools as its principal may see them now.
+// With an empty TurnID it is a turn of one operation.
+func (k *Kernel) ListTools(ctx context.Context, access authority.AccessContext) (ToolList, error) {
+	res, err := k.turnOp(ctx, access, func(a authority.AccessContext) any { return &listTools{access: a} })
+	if err != nil {
+		return ToolList{}, err
+	}
+	return *res.(*ToolList), nil
+}
+
+// ListNamespaces lists the namespaces of the turn's held catalogue.
+func (k *Kernel) ListNamespaces(ctx context.Context, access authority.AccessContext) ([]NamespaceInfo, error) {
+	res, err := k.turnOp(ctx, access, func(a authority.AccessContext) any { return &listNamespaces{access: a} })
+	if err != nil {
+		return nil, err
+	}
+	return *res.(*[]NamespaceInfo), nil
+}
+
+// UpdateNamespaces replaces the turn's enabled namespaces.
+func (k *Kernel) UpdateNamespaces(ctx context.Context, access authority.AccessContext, namespaces []string) error {
+	_, err := k.turnOp(ctx, access, func(a authority.AccessContext) any {
+		return &updateNamespaces{access: a, namespaces: namespaces}
+	})
+	return err
+}
+
+// Invoke calls the tool the model knows as alias with JSON arguments.
+func (k *Kernel) Invoke(ctx context.Context, access authority.AccessContext, alias string, args []byte) (CallResult, error) {
+	res, err := k.turnOp(ctx, access, func(a authority.AccessContext) any {
+		return &invokeTool{access: a, inv: turn.Invocation{Alias: alias, Arguments: args}}
+	})
+	if err != nil {
+		return CallResult{}, err
+	}
+	return *res.(*CallResult), nil
+}
+
+func checkAccess(a authority.AccessContext) error {
+	if a.Tenant == "" || a.Principal == "" {
+		return reason.New(reason.InvalidRequest, "tenant and principal are required")
+	}
+	for _, s := range []string{a.Tenant, a.Principal, a.CredentialProfile} {
+		if len(s) > 256 {
+			return reason.New(reason.InvalidRequest, "identity fields are limited to 256 bytes")
+		}
+	}
+	if len(a.Attributes) > 64 || len(a.EnabledNamespaces) > 1024 {
+		return reason.New(reason.InvalidRequest, "too many attributes or namespaces")
+	}
+	return nil
+}
+
+// turnOp sends an operation to the named turn, or runs it as a turn of one
+// operation when no turn is named.
+func (k *Kernel) turnOp(ctx context.Context, access authority.AccessContext, msg func(authority.AccessContext) any) (any, error) {
+	if err := k.begin(); err != nil {
+		return nil, err
+	}
+	defer k.ops.Done()
+	if err := checkAccess(access); err != nil {
+		return nil, err
+	}
+	access.Now = k.sh.opts.Clock()
+	if access.TurnID == "" {
+		if k.sh.opts.Switches.NoOneOperationTurns {
+			return nil, reason.New(reason.TurnNotFound, "operation names no turn")
+		}
+		return k.oneOperation(ctx, access, msg)
+	}
+	if !idPattern.MatchString(access.TurnID) {
+		return nil, reason.New(reason.TurnNotFound, "no turn %q", access.TurnID)
+	}
+	pid := actor.NewPID(k.system.Address(), directoryName+"/"+access.TurnID)
+	res, err := k.request(ctx, pid, msg(access))
+	if errors.Is(err, actor.ErrDeadLetter) {
+		// The turn is not open. Was it closed, or never here?
+		if closed, _ := k.request(ctx, k.dir, &closedTurn{turnID: access.TurnID}); closed == true {
+			return nil, reason.New(reason.TurnClosed, "turn %s is closed", access.TurnID)
+		}
+		return nil, reason.New(reason.TurnNotFound, "no open turn %s on node %s", access.TurnID, k.sh.opts.Node)
+	}
+	return res, err
+}
+
+// oneOperation runs msg in a turn of its own: it opens, resolves its own
+// catalogue, answers, and closes (ADR 0026: an operation with no lease).
+func (k *Kernel) oneOperation(ctx context.Context, access authority.AccessContext, msg func(authority.AccessContext) any) (any, error) {
+	access.TurnID = k.sh.opts.Node + ".op." + randomID()
+	pid := k.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return newTurnActor(k.sh, access, true) }))
+	return k.request(ctx, pid, msg(access))
+}
+
+// request sends msg to pid and waits for the answer within ctx. An answer
+// that is an error is returned as the error.
+func (k *Kernel) request(ctx context.Context, pid *actor.PID, msg any) (any, error) {
+	timeout := time.Minute
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = time.Until(dl)
+		if timeout <= 0 {
+			return nil, ctx.Err()
+		}
+	}
+	res, err := k.system.Root.RequestFuture(pid, msg, timeout).Result()
+	switch {
+	case errors.Is(err, actor.ErrTimeout):
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, context.DeadlineExceeded
+	case err != nil:
+		return nil, err
+	}
+	if e, ok := res.(error); ok {
+		return nil, e
+	}
+	return res, nil
+}
+
+// OpenTurns returns how many turns are open on this node.
+func (k *Kernel) OpenTurns(ctx context.Context) (int, error) {
+	res, err := k.request(ctx, k.dir, &turnsSnapshot{})
+	if err != nil {
+		return 0, err
+	}
+	return res.(int), nil
+}
+
+// Shutdown stops taking operations, waits (within ctx) for those in flight,
+// closes every open turn (recording turn.closed with reason "shutdown") and
+// stops the actor system. Safe to call more than once.
+func (k *Kernel) Shutdown(ctx context.Context) error {
+	var err error
+	k.stopOnce.Do(func() {
+		k.draining.Store(true)
+		done := make(chan struct{})
+		go func() { k.ops.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			err = fmt.Errorf("actors: operations still in flight at shutdown: %w", ctx.Err())
+		}
+		if _, cerr := k.request(ctx, k.dir, &closeAll{}); cerr != nil && err == nil {
+			err = fmt.Errorf("actors: closing turns: %w", cerr)
+		}
+		if serr := k.system.Root.StopFuture(k.dir).Wait(); serr != nil && err == nil {
+			err = serr
+		}
+		k.system.Shutdown()
+	})
+	return err
+}
+
+var b32 = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
+
+// randomID is 100 random bits in lower-case base32.
+func randomID() string {
+	var b [13]byte
+	_, _ = rand.Read(b[:])
+	return b32.EncodeToString(b[:])[:20]
+}

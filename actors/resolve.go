@@ -1,0 +1,120 @@
+package actors
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/sharedos/sharedos/authority"
+	"github.com/sharedos/sharedos/catalog"
+	"github.com/sharedos/sharedos/internal/audit"
+	"github.com/sharedos/sharedos/internal/providers"
+	"github.com/sharedos/sharedos/reason"
+	"github.com/sharedos/sharedos/turn"
+)
+
+// maxToolsPerProvider bounds one provider's catalogue; beyond it the
+// answer is refused as malformed rather than truncated.
+const maxToolsPerProvider = 1024
+
+// resolve derives a turn's catalogue and authority: every provider is asked
+// once, concurrently, each within ResolveTimeout. A provider that fails is
+// recorded with its failure class and its tools are absent — unless it is
+// required, in which case the whole resolution fails with that class. It
+// runs off the turn's mailbox and touches no turn state.
+func resolve(ctx context.Context, sh *shared, access authority.AccessContext) turn.Resolution {
+	auth, err := sh.opts.Authority.Resolve(ctx, access)
+	if err != nil {
+		return turn.Resolution{Err: reason.New(reason.Internal, "resolving authority: %v", err)}
+	}
+	type answer struct {
+		tools  []*catalog.Tool
+		status audit.ProviderStatus
+	}
+	answers := make([]answer, len(sh.order))
+	var wg sync.WaitGroup
+	for i, id := range sh.order {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tools, st := resolveProvider(ctx, sh, sh.providers[id], access)
+			answers[i] = answer{tools, st}
+		}()
+	}
+	wg.Wait()
+
+	res := turn.Resolution{Authority: auth, Providers: make([]audit.ProviderStatus, len(answers))}
+	var all []*catalog.Tool
+	for i, a := range answers {
+		res.Providers[i] = a.status
+		if a.status.Status == "failed" && sh.required[a.status.Provider] && res.Err == nil {
+			res.Err = reason.New(reason.Code(a.status.Reason), "required provider %s: %s", a.status.Provider, a.status.Error)
+		}
+		all = append(all, a.tools...)
+	}
+	if res.Err != nil {
+		return res
+	}
+	reg, err := catalog.Build(all)
+	if err != nil {
+		res.Err = reason.New(reason.Internal, "building registry: %v", err)
+		return res
+	}
+	res.Registry = reg
+	return res
+}
+
+func resolveProvider(ctx context.Context, sh *shared, p providers.ContextToolProvider, access authority.AccessContext) ([]*catalog.Tool, audit.ProviderStatus) {
+	st := audit.ProviderStatus{Provider: p.ID(), Status: "ok"}
+	ctx, cancel := context.WithTimeout(ctx, sh.opts.ResolveTimeout)
+	defer cancel()
+	start := time.Now()
+	cat, err := askCatalog(ctx, p, access)
+	st.DurationMicros = time.Since(start).Microseconds()
+	if err == nil && len(cat.Definitions) > maxToolsPerProvider {
+		err = reason.New(reason.ProviderError, "%d definitions; limit %d", len(cat.Definitions), maxToolsPerProvider)
+	}
+	if err != nil {
+		st.Status, st.Reason, st.Error = "failed", string(providers.Classify(err)), truncate(err.Error(), 512)
+		sh.log.Warn("provider catalogue failed", "provider", p.ID(), "reason", st.Reason, "err", err)
+		return nil, st
+	}
+	tools := make([]*catalog.Tool, 0, len(cat.Definitions))
+	seen := make(map[string]bool, len(cat.Definitions))
+	for _, d := range cat.Definitions {
+		if seen[d.Name] {
+			st.Refused = append(st.Refused, truncate(d.Name, 128)+": listed twice")
+			continue
+		}
+		seen[d.Name] = true
+		t, err := sh.normalizer.Normalize(p.ID(), d)
+		if err != nil {
+			st.Refused = append(st.Refused, truncate(err.Error(), 256))
+			continue
+		}
+		tools = append(tools, t)
+	}
+	if len(st.Refused) > 0 {
+		st.Status = "partial"
+	}
+	st.Tools = len(tools)
+	return tools, st
+}
+
+// askCatalog calls the provider, turning a panic into a provider error.
+func askCatalog(ctx context.Context, p providers.ContextToolProvider, access authority.AccessContext) (cat providers.Catalog, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = reason.New(reason.ProviderError, "provider %s panicked: %v", p.ID(), r)
+		}
+	}()
+	return p.Catalog(ctx, access)
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return fmt.Sprintf("%s… (%d bytes)", s[:n], len(s))
+}

@@ -1,0 +1,329 @@
+package actors
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/sharedos/sharedos/authority"
+	"github.com/sharedos/sharedos/catalog"
+	"github.com/sharedos/sharedos/internal/audit"
+	"github.com/sharedos/sharedos/internal/providers"
+	"github.com/sharedos/sharedos/reason"
+	"github.com/sharedos/sharedos/turn"
+)
+
+// turnActor is the shell around one turn.Machine. It has two phases, as
+// behaviours: serving (decide operations; start a resolution when the
+// catalogue is needed and not held) and resolving (stash every operation,
+// in order, until the one resolution returns).
+type turnActor struct {
+	sh       *shared
+	access   authority.AccessContext
+	oneOp    bool
+	m        *turn.Machine
+	behavior actor.Behavior
+	stash    []envelope
+	// closers are waiting for turn.closed; why is the close reason.
+	closers []*actor.PID
+	why     string
+}
+
+type envelope struct {
+	sender *actor.PID
+	msg    any
+}
+
+func newTurnActor(sh *shared, access authority.AccessContext, oneOp bool) actor.Actor {
+	a := &turnActor{sh: sh, access: access, oneOp: oneOp, behavior: actor.NewBehavior()}
+	a.behavior.Become(a.serving)
+	return a
+}
+
+func (a *turnActor) Receive(ctx actor.Context) { a.behavior.Receive(ctx) }
+
+// lifecycle handles what both phases handle alike; it reports whether msg was one.
+func (a *turnActor) lifecycle(ctx actor.Context) bool {
+	switch ctx.Message().(type) {
+	case *actor.Started:
+		m, rec := turn.New(turn.Config{
+			Node: a.sh.opts.Node, Incarnation: randomID(), StepCeiling: a.sh.opts.StepCeiling,
+			MaxInFlight: a.sh.opts.MaxInFlightPerTurn, OneOperation: a.oneOp, Switches: a.sh.opts.Switches,
+		}, a.access)
+		a.m = m
+		a.emit(rec)
+		if !a.oneOp {
+			ctx.SetReceiveTimeout(a.sh.opts.IdleTimeout)
+		}
+	case *actor.ReceiveTimeout:
+		if ctx.Parent() != nil {
+			ctx.Send(ctx.Parent(), &idleExpired{turnID: a.access.TurnID})
+		}
+	case *actor.Stopping, *actor.Restarting:
+	case *actor.Stopped:
+		// Stopped without a close (a panic, or the system going down):
+		// still end the chain.
+		if a.m != nil {
+			if rec := a.m.Finish(a.now(), "shutdown"); rec != nil {
+				a.emit(rec)
+			}
+		}
+		for _, s := range a.stash {
+			ctx.Send(s.sender, reason.New(reason.TurnClosed, "turn %s stopped", a.access.TurnID))
+		}
+		a.stash = nil
+	default:
+		return false
+	}
+	return true
+}
+
+func (a *turnActor) serving(ctx actor.Context) {
+	if a.lifecycle(ctx) {
+		return
+	}
+	switch msg := ctx.Message().(type) {
+	case *completed:
+		a.complete(ctx, msg)
+	case *closeTurn:
+		a.beginClose(ctx, ctx.Sender(), msg.why)
+	case *listTools, *listNamespaces, *updateNamespaces, *invokeTool:
+		a.operate(ctx, envelope{sender: ctx.Sender(), msg: msg})
+	default:
+		a.sh.log.Warn("turn: unexpected message", "turn", a.access.TurnID, "type", fmt.Sprintf("%T", msg))
+	}
+}
+
+func (a *turnActor) resolving(ctx actor.Context) {
+	if a.lifecycle(ctx) {
+		return
+	}
+	switch msg := ctx.Message().(type) {
+	case *resolved:
+		a.emit(a.m.Resolve(a.now(), msg.res))
+		a.behavior.Become(a.serving)
+		stash := a.stash
+		a.stash = nil
+		for _, env := range stash {
+			if msg.res.Err != nil {
+				if _, isClose := env.msg.(*closeTurn); !isClose {
+					ctx.Send(env.sender, msg.res.Err)
+					continue
+				}
+			}
+			a.dispatch(ctx, env)
+		}
+		if a.oneOp && msg.res.Err != nil {
+			a.finish(ctx, "one_operation")
+		}
+	case *completed:
+		a.complete(ctx, msg)
+	default:
+		a.stash = append(a.stash, envelope{sender: ctx.Sender(), msg: msg})
+	}
+}
+
+// dispatch handles an unstashed message as serving would. If it needs a
+// fresh resolution (only with Switches.ReresolvePerOperation) the rest of
+// the stash waits for it, in order.
+func (a *turnActor) dispatch(ctx actor.Context, env envelope) {
+	if len(a.stash) > 0 { // a resolution started by an earlier unstashed message
+		a.stash = append(a.stash, env)
+		return
+	}
+	switch msg := env.msg.(type) {
+	case *closeTurn:
+		a.beginClose(ctx, env.sender, msg.why)
+	default:
+		a.operate(ctx, env)
+	}
+}
+
+func (a *turnActor) now() time.Time { return a.sh.opts.Clock() }
+
+// operate decides one operation, resolving first if the catalogue is needed.
+func (a *turnActor) operate(ctx actor.Context, env envelope) {
+	access := accessOf(env.msg)
+	if err := a.m.CheckAccess(access); err != nil {
+		ctx.Send(env.sender, err)
+		return
+	}
+	if upd, ok := env.msg.(*updateNamespaces); ok {
+		rec, err := a.m.UpdateNamespaces(access.Now, upd.namespaces)
+		if err != nil {
+			ctx.Send(env.sender, err)
+			return
+		}
+		a.emit(rec)
+		ctx.Send(env.sender, true)
+		a.afterOp(ctx)
+		return
+	}
+	if !a.m.Resolved() {
+		a.stash = append(a.stash, env)
+		a.behavior.Become(a.resolving)
+		a.startResolution(ctx)
+		return
+	}
+	switch msg := env.msg.(type) {
+	case *listTools:
+		listed, hash, rec, err := a.m.List(access.Now)
+		if err != nil {
+			ctx.Send(env.sender, err)
+			return
+		}
+		a.emit(rec)
+		out := &ToolList{CatalogHash: hash, Tools: make([]ListedTool, len(listed))}
+		for i, l := range listed {
+			t := l.Tool
+			out.Tools[i] = ListedTool{Alias: l.Alias, Identity: t.Identity, Namespace: t.Namespace, Revision: t.Revision,
+				Description: t.Description, InputSchema: t.InputSchema, OutputSchema: t.OutputSchema, Annotations: t.Annotations}
+		}
+		ctx.Send(env.sender, out)
+		a.afterOp(ctx)
+	case *listNamespaces:
+		ns, err := a.m.ListNamespaces()
+		if err != nil {
+			ctx.Send(env.sender, err)
+			return
+		}
+		ctx.Send(env.sender, &ns)
+		a.afterOp(ctx)
+	case *invokeTool:
+		a.invoke(ctx, env.sender, msg)
+	}
+}
+
+func accessOf(msg any) authority.AccessContext {
+	switch m := msg.(type) {
+	case *listTools:
+		return m.access
+	case *listNamespaces:
+		return m.access
+	case *updateNamespaces:
+		return m.access
+	case *invokeTool:
+		return m.access
+	}
+	return authority.AccessContext{}
+}
+
+// startResolution asks the authority source and every provider, off the
+// mailbox; the answer comes back as *resolved.
+func (a *turnActor) startResolution(ctx actor.Context) {
+	root, self := ctx.ActorSystem().Root, ctx.Self()
+	access := a.m.Access()
+	go func() {
+		res := resolve(context.Background(), a.sh, access)
+		root.Send(self, &resolved{res: res})
+	}()
+}
+
+func (a *turnActor) invoke(ctx actor.Context, sender *actor.PID, msg *invokeTool) {
+	d, rec := a.m.Decide(msg.access.Now, msg.inv)
+	var receipt audit.Receipt
+	if rec != nil {
+		receipt = a.emit(rec)
+	}
+	if d.Err != nil {
+		ctx.Send(sender, d.Err)
+		a.afterOp(ctx)
+		return
+	}
+	p := a.sh.providers[d.Tool.Identity.Provider]
+	call := providers.Call{
+		Access: msg.access, CallID: d.CallID, Tool: d.Tool.Identity, Revision: d.Tool.Revision,
+		Arguments: msg.inv.Arguments, Resource: d.Resource,
+	}
+	root, self, timeout := ctx.ActorSystem().Root, ctx.Self(), a.sh.opts.CallTimeout
+	go func() {
+		c := &completed{sender: sender, comp: turn.Completion{CallID: call.CallID}}
+		cctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		// Record before effect: a tool runs only once its tool.invoked is stored.
+		if err := audit.Wait(cctx, receipt); err != nil {
+			c.comp.Err = reason.New(reason.Internal, "audit did not store tool.invoked: %v", err)
+			root.Send(self, c)
+			return
+		}
+		res, err := execute(cctx, p, call)
+		if err != nil {
+			c.comp.Err = providers.ClassifiedError(call.Tool.Provider, err)
+		} else {
+			c.result, c.comp.IsError, c.comp.ResultLen = res, res.IsError, len(res.Text)+len(res.Structured)
+		}
+		root.Send(self, c)
+	}()
+}
+
+// execute runs the provider's Invoke, turning a panic into a provider error.
+func execute(ctx context.Context, p providers.ContextToolProvider, call providers.Call) (res providers.Result, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = reason.New(reason.ProviderError, "provider %s panicked: %v", p.ID(), r)
+		}
+	}()
+	return p.Invoke(ctx, call)
+}
+
+func (a *turnActor) complete(ctx actor.Context, msg *completed) {
+	now := a.now()
+	rec, err := a.m.Complete(now, msg.comp)
+	if err != nil {
+		a.sh.log.Error("turn: completion", "turn", a.access.TurnID, "err", err)
+		return
+	}
+	a.emit(rec)
+	if msg.comp.Err != nil {
+		ctx.Send(msg.sender, msg.comp.Err)
+	} else {
+		c := rec.Event.Call
+		ctx.Send(msg.sender, &CallResult{
+			CallID: c.ID, CatalogHash: rec.Event.CatalogHash, Alias: c.Alias,
+			Identity: catalog.Identity{Provider: c.Provider, Name: c.Name},
+			Result: msg.result, Duration: time.Duration(rec.Event.Call.Duration) * time.Microsecond,
+		})
+	}
+	if a.m.Closed() && a.m.InFlight() == 0 {
+		a.finish(ctx, a.why)
+		return
+	}
+	a.afterOp(ctx)
+}
+
+// afterOp closes a turn of one operation once its operation is answered.
+func (a *turnActor) afterOp(ctx actor.Context) {
+	if a.oneOp && a.m.InFlight() == 0 && len(a.stash) == 0 && !a.m.Closed() {
+		a.m.BeginClose()
+		a.finish(ctx, "one_operation")
+	}
+}
+
+func (a *turnActor) beginClose(ctx actor.Context, sender *actor.PID, why string) {
+	if sender != nil {
+		a.closers = append(a.closers, sender)
+	}
+	if a.why == "" {
+		a.why = why
+	}
+	if a.m.BeginClose() {
+		a.finish(ctx, a.why)
+	}
+}
+
+func (a *turnActor) finish(ctx actor.Context, why string) {
+	if rec := a.m.Finish(a.now(), why); rec != nil {
+		a.emit(rec)
+	}
+	for _, c := range a.closers {
+		ctx.Send(c, true)
+	}
+	a.closers = nil
+	ctx.Stop(ctx.Self())
+}
+
+func (a *turnActor) emit(rec *audit.Record) audit.Receipt {
+	return a.sh.opts.Sink.Emit(rec)
+}

@@ -1,0 +1,361 @@
+package conformance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/sharedos/sharedos/actors"
+	"github.com/sharedos/sharedos/authority"
+	"github.com/sharedos/sharedos/internal/audit"
+	"github.com/sharedos/sharedos/internal/providers"
+	"github.com/sharedos/sharedos/reason"
+	"github.com/sharedos/sharedos/turn"
+)
+
+// H is what a row runs against.
+type H struct {
+	F *Fixture
+	D Driver
+}
+
+// Row is one promise: a probe that must pass, an attack that must be
+// refused with Want, and the mechanism (Disable) without which the row
+// must fail.
+type Row struct {
+	Name   string
+	Probe  string
+	Attack string
+	Want   reason.Code
+	// Options adjusts the kernel options for this row (e.g. a low ceiling).
+	Options func(*actors.Options)
+	// Disable switches off the mechanism the row protects.
+	Disable func(*turn.Switches)
+	Run     func(ctx context.Context, h *H) error
+}
+
+// Rows is the table's rows, in order.
+func Rows() []Row {
+	return []Row{
+		catalogueMovedMidTurn, grantExpiresMidTurn, namespaceToggledMidTurn, toolAddedMidTurn,
+		stepCeiling, oneOperationTurn, providerCalledOncePerTurn, catalogHashJoins,
+	}
+}
+
+func open(ctx context.Context, h *H, who authority.AccessContext) (authority.AccessContext, string, error) {
+	o, err := h.D.Open(ctx, who)
+	if err != nil {
+		return who, "", fmt.Errorf("open: %w", err)
+	}
+	who.TurnID = o.TurnID
+	return who, o.LeaseID, nil
+}
+
+func searchArgs(workspace string) []byte {
+	return []byte(`{"workspace":"` + workspace + `","query":"roadmap"}`)
+}
+
+// probe wraps a failed probe step.
+func probe(step string, err error) error {
+	if err != nil {
+		return fmt.Errorf("probe %s: %w", step, err)
+	}
+	return nil
+}
+
+// refused checks an attack was refused with want.
+func refused(step string, err error, want reason.Code) error {
+	switch {
+	case err == nil:
+		return fmt.Errorf("attack %s: allowed, want %s", step, want)
+	case !errors.Is(err, &reason.Error{Code: want}):
+		return fmt.Errorf("attack %s: refused %s (%v), want %s", step, reason.Of(err), err, want)
+	}
+	return nil
+}
+
+func shows(l actors.ToolList, alias string) bool {
+	return slices.ContainsFunc(l.Tools, func(t actors.ListedTool) bool { return t.Alias == alias })
+}
+
+var catalogueMovedMidTurn = Row{
+	Name:    "catalogue-moved-mid-turn",
+	Probe:   "notion.search listed; provider moves its capability onto notion.admin.export; call inside the granted tree passes",
+	Attack:  "the same tool outside the granted tree",
+	Want:    reason.NoMatchingGrant,
+	Disable: func(s *turn.Switches) { s.ReresolvePerOperation = true },
+	Run: func(ctx context.Context, h *H) error {
+		who, lease, err := open(ctx, h, Ada)
+		if err != nil {
+			return err
+		}
+		first, err := h.D.ListTools(ctx, who)
+		if err != nil || !shows(first, "notion_search") {
+			return fmt.Errorf("probe first listing: %v (shown: %v)", err, first.Tools)
+		}
+		h.F.Notion.Set(providers.MemoryTool{Definition: SearchDef("notion.admin.export"), Handler: searchHandler})
+		second, err := h.D.ListTools(ctx, who)
+		if err != nil || second.CatalogHash != first.CatalogHash || !shows(second, "notion_search") {
+			return fmt.Errorf("probe second listing answered differently: %v (hash %s vs %s)", err, second.CatalogHash, first.CatalogHash)
+		}
+		if _, err := h.D.Invoke(ctx, who, "notion_search", searchArgs("acme")); err != nil {
+			return probe("call inside the granted tree", err)
+		}
+		_, err = h.D.Invoke(ctx, who, "notion_search", searchArgs("globex"))
+		if e := refused("call outside the granted tree", err, reason.NoMatchingGrant); e != nil {
+			return e
+		}
+		return probe("close", h.D.Close(ctx, who, lease))
+	},
+}
+
+var grantExpiresMidTurn = Row{
+	Name:    "grant-expires-mid-turn",
+	Probe:   "bob's grant is valid at the first call",
+	Attack:  "a call after the grant's expires_at, in the same turn",
+	Want:    reason.NotDiscoverable,
+	Disable: func(s *turn.Switches) { s.FreezeAuthority = true },
+	Run: func(ctx context.Context, h *H) error {
+		who, _, err := open(ctx, h, Bob)
+		if err != nil {
+			return err
+		}
+		h.F.Clock.Advance(30 * time.Minute)
+		if _, err := h.D.Invoke(ctx, who, "notion_search", searchArgs("acme")); err != nil {
+			return probe("call inside the window", err)
+		}
+		h.F.Clock.Advance(31 * time.Minute) // T0+61m: the grant lapsed
+		l, err := h.D.ListTools(ctx, who)
+		if err != nil {
+			return probe("listing after expiry", err)
+		}
+		if shows(l, "notion_search") {
+			return fmt.Errorf("attack listing after expiry: notion_search still shown")
+		}
+		_, err = h.D.Invoke(ctx, who, "notion_search", searchArgs("acme"))
+		return refused("call after expiry", err, reason.NotDiscoverable)
+	},
+}
+
+var namespaceToggledMidTurn = Row{
+	Name:    "namespace-toggled-mid-turn",
+	Probe:   "call with notion enabled; disable then re-enable it and call again",
+	Attack:  "call while notion is disabled",
+	Want:    reason.NamespaceDisabled,
+	Disable: func(s *turn.Switches) { s.IgnoreNamespaces = true },
+	Run: func(ctx context.Context, h *H) error {
+		who, _, err := open(ctx, h, Ada)
+		if err != nil {
+			return err
+		}
+		if _, err := h.D.Invoke(ctx, who, "notion_search", searchArgs("acme")); err != nil {
+			return probe("call with notion enabled", err)
+		}
+		if err := h.D.UpdateNamespaces(ctx, who, []string{"notes"}); err != nil {
+			return probe("disable notion", err)
+		}
+		l, err := h.D.ListTools(ctx, who)
+		if err != nil {
+			return probe("listing", err)
+		}
+		if shows(l, "notion_search") || !shows(l, "notes_put") {
+			return fmt.Errorf("attack listing with notion disabled shows %v", l.Tools)
+		}
+		_, err = h.D.Invoke(ctx, who, "notion_search", searchArgs("acme"))
+		if e := refused("call with notion disabled", err, reason.NamespaceDisabled); e != nil {
+			return e
+		}
+		if err := h.D.UpdateNamespaces(ctx, who, []string{"notes", "notion"}); err != nil {
+			return probe("re-enable notion", err)
+		}
+		_, err = h.D.Invoke(ctx, who, "notion_search", searchArgs("acme"))
+		return probe("call after re-enabling", err)
+	},
+}
+
+var toolAddedMidTurn = Row{
+	Name:    "tool-added-mid-turn",
+	Probe:   "the turn's listing is unchanged after the provider adds create_page",
+	Attack:  "call create_page, which the turn was never shown",
+	Want:    reason.UnknownTool,
+	Disable: func(s *turn.Switches) { s.ReresolvePerOperation = true },
+	Run: func(ctx context.Context, h *H) error {
+		who, _, err := open(ctx, h, Ada)
+		if err != nil {
+			return err
+		}
+		first, err := h.D.ListTools(ctx, who)
+		if err != nil {
+			return probe("listing", err)
+		}
+		h.F.Notion.Set(
+			providers.MemoryTool{Definition: SearchDef("notion.search"), Handler: searchHandler},
+			providers.MemoryTool{Definition: CreatePageDef(), Handler: providers.EchoHandler},
+		)
+		second, err := h.D.ListTools(ctx, who)
+		if err != nil || shows(second, "notion_create_page") || second.CatalogHash != first.CatalogHash {
+			return fmt.Errorf("probe listing after the add: %v, create_page shown=%v", err, shows(second, "notion_create_page"))
+		}
+		_, err = h.D.Invoke(ctx, who, "notion_create_page", []byte(`{"workspace":"acme","title":"x"}`))
+		return refused("call the added tool", err, reason.UnknownTool)
+	},
+}
+
+var stepCeiling = Row{
+	Name:    "step-ceiling",
+	Probe:   "three calls under a ceiling of three",
+	Attack:  "a fourth call",
+	Want:    reason.StepCeilingExceeded,
+	Options: func(o *actors.Options) { o.StepCeiling = 3 },
+	Disable: func(s *turn.Switches) { s.NoStepCeiling = true },
+	Run: func(ctx context.Context, h *H) error {
+		who, _, err := open(ctx, h, Ada)
+		if err != nil {
+			return err
+		}
+		for i := range 3 {
+			if _, err := h.D.Invoke(ctx, who, "notion_search", searchArgs("acme")); err != nil {
+				return probe(fmt.Sprintf("call %d", i+1), err)
+			}
+		}
+		_, err = h.D.Invoke(ctx, who, "notion_search", searchArgs("acme"))
+		return refused("fourth call", err, reason.StepCeilingExceeded)
+	},
+}
+
+var oneOperationTurn = Row{
+	Name:    "one-operation-turn",
+	Probe:   "a call naming no turn resolves its own catalogue, answers, and closes its turn",
+	Attack:  "a call naming no turn, outside the granted tree",
+	Want:    reason.NoMatchingGrant,
+	Disable: func(s *turn.Switches) { s.NoOneOperationTurns = true },
+	Run: func(ctx context.Context, h *H) error {
+		before := h.F.Notion.CatalogCalls()
+		if _, err := h.D.Invoke(ctx, Ada, "notion_search", searchArgs("acme")); err != nil {
+			return probe("call with no turn", err)
+		}
+		if n := h.F.Notion.CatalogCalls() - before; n != 1 {
+			return fmt.Errorf("probe: the one-operation turn asked the provider %d times, want 1", n)
+		}
+		_, err := h.D.Invoke(ctx, Ada, "notion_search", searchArgs("globex"))
+		if e := refused("call with no turn outside the grant", err, reason.NoMatchingGrant); e != nil {
+			return e
+		}
+		// Both one-operation turns are complete chains that closed.
+		return h.F.Sink.WaitFor(ctx, func(recs []*audit.Record) bool {
+			closed := 0
+			for _, r := range recs {
+				if r.Event.OneOperation && r.Event.Type == audit.TurnClosed && r.Event.Close.Reason == "one_operation" {
+					closed++
+				}
+			}
+			return closed == 2
+		})
+	},
+}
+
+var providerCalledOncePerTurn = Row{
+	Name:    "provider-called-once-per-turn",
+	Probe:   "200 concurrent first operations, then more calls: each provider asked once",
+	Attack:  "call a tool the provider began offering after the turn resolved",
+	Want:    reason.UnknownTool,
+	Disable: func(s *turn.Switches) { s.ReresolvePerOperation = true },
+	Run: func(ctx context.Context, h *H) error {
+		who, _, err := open(ctx, h, Ada)
+		if err != nil {
+			return err
+		}
+		release := h.F.Notion.Gate()
+		var wg sync.WaitGroup
+		errs := make(chan error, 200)
+		for i := range 200 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				var err error
+				if i%2 == 0 {
+					_, err = h.D.ListTools(ctx, who)
+				} else {
+					_, err = h.D.ListNamespaces(ctx, who)
+				}
+				errs <- err
+			}()
+		}
+		release()
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				return probe("concurrent first operation", err)
+			}
+		}
+		for range 5 {
+			if _, err := h.D.Invoke(ctx, who, "notion_search", searchArgs("acme")); err != nil {
+				return probe("later call", err)
+			}
+		}
+		if n, m := h.F.Notion.CatalogCalls(), h.F.Notes.CatalogCalls(); n != 1 || m != 1 {
+			return fmt.Errorf("probe: providers asked notion=%d notes=%d times, want 1 each", n, m)
+		}
+		h.F.Notion.Set(
+			providers.MemoryTool{Definition: SearchDef("notion.search"), Handler: searchHandler},
+			providers.MemoryTool{Definition: CreatePageDef(), Handler: providers.EchoHandler},
+		)
+		_, err = h.D.Invoke(ctx, who, "notion_create_page", []byte(`{"workspace":"acme","title":"x"}`))
+		return refused("call a tool added after resolution", err, reason.UnknownTool)
+	},
+}
+
+var catalogHashJoins = Row{
+	Name:    "catalog-hash-joins",
+	Probe:   "every tool.invoked (allowed or denied) joins its turn's tool.catalog.listed on catalogHash; the trail verifies",
+	Attack:  "a denied call is recorded and joins too",
+	Want:    reason.NoMatchingGrant,
+	Disable: func(s *turn.Switches) { s.OmitCatalogHash = true },
+	Run: func(ctx context.Context, h *H) error {
+		who, lease, err := open(ctx, h, Ada)
+		if err != nil {
+			return err
+		}
+		l, err := h.D.ListTools(ctx, who)
+		if err != nil {
+			return probe("listing", err)
+		}
+		if _, err := h.D.Invoke(ctx, who, "notion_search", searchArgs("acme")); err != nil {
+			return probe("call", err)
+		}
+		_, err = h.D.Invoke(ctx, who, "notion_search", searchArgs("globex"))
+		if e := refused("call outside the grant", err, reason.NoMatchingGrant); e != nil {
+			return e
+		}
+		if err := h.D.Close(ctx, who, lease); err != nil {
+			return probe("close", err)
+		}
+		events := h.F.Sink.Events(who.TurnID)
+		invoked := 0
+		for _, ev := range events {
+			if ev.Type == audit.ToolInvoked {
+				invoked++
+				if ev.CatalogHash != l.CatalogHash {
+					return fmt.Errorf("probe: tool.invoked seq %d carries %q, the listing %q", ev.Seq, ev.CatalogHash, l.CatalogHash)
+				}
+			}
+		}
+		if invoked != 2 {
+			return fmt.Errorf("probe: %d tool.invoked events, want 2", invoked)
+		}
+		var data [][]byte
+		for _, r := range h.F.Sink.Records() {
+			if r.Event.TurnID == who.TurnID {
+				data = append(data, r.Data)
+			}
+		}
+		if rep := audit.Verify(data, false); !rep.OK() {
+			return fmt.Errorf("probe: trail does not verify: %v", rep.Violations)
+		}
+		return nil
+	},
+}

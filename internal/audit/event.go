@@ -1,0 +1,139 @@
+package audit
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"time"
+)
+
+// Type names an event type. Types are part of the subject hierarchy and of
+// the wire contract: only ever added.
+type Type string
+
+// The event types.
+const (
+	TurnOpened        Type = "turn.opened"
+	CatalogResolved   Type = "tool.catalog.resolved"
+	CatalogListed     Type = "tool.catalog.listed"
+	ToolInvoked       Type = "tool.invoked"
+	ToolCompleted     Type = "tool.completed"
+	NamespacesUpdated Type = "namespaces.updated"
+	TurnClosed        Type = "turn.closed"
+)
+
+// Types lists every event type.
+func Types() []Type {
+	return []Type{TurnOpened, CatalogResolved, CatalogListed, ToolInvoked, ToolCompleted, NamespacesUpdated, TurnClosed}
+}
+
+// Event is one audit record. Fields after CatalogHash are set only by the
+// event types that say so.
+type Event struct {
+	ID                string    `json:"id"`
+	Type              Type      `json:"type"`
+	Time              time.Time `json:"time"`
+	Node              string    `json:"node,omitempty"`
+	Tenant            string    `json:"tenant"`
+	Principal         string    `json:"principal"`
+	CredentialProfile string    `json:"credential_profile,omitempty"`
+	TurnID            string    `json:"turn_id"`
+	// OneOperation marks a turn of one operation (no open turn was named).
+	OneOperation bool   `json:"one_operation,omitempty"`
+	Seq          uint64 `json:"seq"`
+	PrevHash     string `json:"prev_hash"`
+	// CatalogHash: on tool.catalog.resolved (when it succeeded),
+	// tool.catalog.listed, tool.invoked, tool.completed and turn.closed
+	// (when the turn held a catalogue).
+	CatalogHash string `json:"catalog_hash,omitempty"`
+
+	// Namespaces: the enabled namespaces, on turn.opened,
+	// tool.catalog.listed, tool.invoked and namespaces.updated.
+	Namespaces []string `json:"namespaces,omitempty"`
+	// Catalog: on tool.catalog.resolved.
+	Catalog *Catalog `json:"catalog,omitempty"`
+	// Listed: aliases shown, on tool.catalog.listed.
+	Listed []string `json:"listed,omitempty"`
+	// Call: on tool.invoked and tool.completed.
+	Call *Call `json:"call,omitempty"`
+	// Close: on turn.closed.
+	Close *Close `json:"close,omitempty"`
+}
+
+// Catalog is the resolved, held catalogue.
+type Catalog struct {
+	Tools     []Tool           `json:"tools"`
+	Providers []ProviderStatus `json:"providers"`
+}
+
+// Tool is one held tool: server-scoped identity, model-facing alias, revision.
+type Tool struct {
+	Alias     string `json:"alias"`
+	Provider  string `json:"provider"`
+	Name      string `json:"name"`
+	Namespace string `json:"namespace"`
+	Revision  string `json:"revision"`
+}
+
+// ProviderStatus is how one provider's catalogue resolution went.
+type ProviderStatus struct {
+	Provider string `json:"provider"`
+	// Status is "ok", "partial" (some definitions refused) or "failed".
+	Status string `json:"status"`
+	// Reason is the failure class when failed (a reason code).
+	Reason string `json:"reason,omitempty"`
+	Error  string `json:"error,omitempty"`
+	Tools  int    `json:"tools"`
+	// Refused lists definitions refused by the discovery limits.
+	Refused []string `json:"refused,omitempty"`
+	// DurationMicros is how long the provider took to answer.
+	DurationMicros int64 `json:"duration_us"`
+}
+
+// Call describes a tool call, on tool.invoked and tool.completed.
+type Call struct {
+	ID        string `json:"id"`
+	Alias     string `json:"alias"`
+	Provider  string `json:"provider,omitempty"`
+	Name      string `json:"name,omitempty"`
+	Revision  string `json:"revision,omitempty"`
+	Step      int    `json:"step,omitempty"`
+	Decision  string `json:"decision,omitempty"` // tool.invoked: "allow" or "deny"
+	Reason    string `json:"reason,omitempty"`   // deny or failure reason code
+	Resource  string `json:"resource,omitempty"`
+	Grant     string `json:"grant,omitempty"`
+	ArgsHash  string `json:"args_sha256,omitempty"` // tool.invoked: hash of the argument bytes, not the arguments
+	Outcome   string `json:"outcome,omitempty"`     // tool.completed: "ok", "tool_error" or "failed"
+	Duration  int64  `json:"duration_us,omitempty"` // tool.completed
+	ResultLen int    `json:"result_bytes,omitempty"`
+}
+
+// Close describes the end of a turn.
+type Close struct {
+	Reason string `json:"reason"` // "released", "idle", "closed", "shutdown", "one_operation"
+	Steps  int    `json:"steps"`
+	Events uint64 `json:"events"` // events in the chain, this one included
+}
+
+// Record is an encoded event: the bytes that are published and hashed.
+type Record struct {
+	Event *Event
+	Data  []byte
+	// Hash is hex SHA-256 of Data: the next event's PrevHash.
+	Hash string
+}
+
+// Encode encodes ev and returns its Record.
+func Encode(ev *Event) (*Record, error) {
+	data, err := json.Marshal(ev)
+	if err != nil {
+		return nil, err
+	}
+	return &Record{Event: ev, Data: data, Hash: HashData(data)}, nil
+}
+
+// HashData is the chain hash of an encoded event.
+func HashData(data []byte) string {
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
+}

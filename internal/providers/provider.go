@@ -1,0 +1,111 @@
+// Package providers holds the port through which the kernel reaches the
+// places tools live, and the in-process providers: static tools from
+// cluster.yaml and a programmable in-memory provider for tests.
+package providers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sharedos/sharedos/authority"
+	"github.com/sharedos/sharedos/catalog"
+	"github.com/sharedos/sharedos/reason"
+)
+
+// ContextToolProvider is the port to a provider of tools.
+//
+// Concurrency: both methods may be called concurrently, for many turns at
+// once, and never from a turn's mailbox — the kernel calls them from their
+// own goroutines, so they may block, but must return promptly once ctx is
+// done (ctx carries the deadline).
+//
+// Catalog is called once per turn, with the turn's AccessContext, and
+// returns what the provider offers that context. It must not return a
+// shared mutable slice. An error means "this provider's catalogue is
+// unknown", never "empty": return an empty Catalog for "no tools".
+//
+// Invoke executes one tool at the revision the turn pinned. A provider
+// whose current contract for that tool differs from the pinned revision
+// (and that no longer honours the old one) must refuse with an error
+// matching reason.ErrCapabilityChanged, and must never run a different
+// contract or a similarly named tool instead. A tool that ran and failed
+// reports Result.IsError; an error return means the provider could not
+// run it. Errors may carry a reason code (reason.Error); the kernel
+// classifies the rest (see Classify).
+type ContextToolProvider interface {
+	ID() string
+	Catalog(ctx context.Context, access authority.AccessContext) (Catalog, error)
+	Invoke(ctx context.Context, call Call) (Result, error)
+}
+
+// Catalog is a provider's answer for one access context.
+type Catalog struct {
+	Definitions []catalog.Definition
+	Freshness   Freshness
+}
+
+// Freshness is how long a provider vouches for a catalogue and for whom,
+// following the discovery contract's ttlMs and cacheScope. The kernel
+// holds a turn's catalogue for the turn regardless (ADR 0026); freshness
+// bounds how long a provider keeps honouring a revision it advertised.
+type Freshness struct {
+	TTL time.Duration
+	// Scope is "principal" (default), "tenant" or "global": who else may be
+	// shown the same answer.
+	Scope string
+}
+
+// Call is one execution request.
+type Call struct {
+	Access    authority.AccessContext
+	CallID    string
+	Tool      catalog.Identity
+	Revision  string
+	Arguments json.RawMessage
+	// Resource is the resource the kernel resolved and authorized.
+	Resource string
+}
+
+// Result is what a tool returned.
+type Result struct {
+	// Text is the human/model-readable result.
+	Text string
+	// Structured is an optional JSON value matching the output schema.
+	Structured json.RawMessage
+	// IsError: the tool ran and reports failure (outcome "tool_error").
+	IsError bool
+}
+
+// Classify maps a provider error to its reason code: codes the provider
+// set are kept when they are provider-facing, deadlines become
+// provider_timeout, everything else provider_error.
+func Classify(err error) reason.Code {
+	var re *reason.Error
+	if errors.As(err, &re) {
+		switch re.Code {
+		case reason.ProviderUnavailable, reason.ProviderTimeout, reason.ProviderError, reason.CapabilityChanged, reason.Overloaded:
+			return re.Code
+		}
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return reason.ProviderTimeout
+	}
+	return reason.ProviderError
+}
+
+// ClassifiedError wraps err as a *reason.Error with its class, naming the provider.
+func ClassifiedError(provider string, err error) *reason.Error {
+	return reason.New(Classify(err), "provider %s: %v", provider, err)
+}
+
+// revisionOf normalizes d to learn its revision.
+func revisionOf(provider string, d catalog.Definition) (string, error) {
+	t, err := catalog.Normalize(provider, d, catalog.Limits{})
+	if err != nil {
+		return "", fmt.Errorf("provider %s: %w", provider, err)
+	}
+	return t.Revision, nil
+}

@@ -1,0 +1,449 @@
+package turn
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/sharedos/sharedos/authority"
+	"github.com/sharedos/sharedos/catalog"
+	"github.com/sharedos/sharedos/internal/audit"
+	"github.com/sharedos/sharedos/reason"
+)
+
+// Config is fixed for a turn's life.
+type Config struct {
+	Node string
+	// Incarnation is random per turn; event ids are Incarnation-seq.
+	Incarnation string
+	// StepCeiling is the number of allowed calls per turn; 0 means none
+	// are allowed... so callers always set it (the kernel defaults it).
+	StepCeiling int
+	// MaxInFlight bounds concurrent executions; beyond it calls are
+	// refused overloaded. 0 means unbounded.
+	MaxInFlight int
+	// OneOperation marks a turn of one operation.
+	OneOperation bool
+	// Switches turn off protections; only the conformance suite's proofs set them.
+	Switches Switches
+}
+
+// Switches each disable one mechanism so the conformance suite can show
+// the row that depends on it fails without it. Never set in production;
+// the configuration file cannot set them.
+type Switches struct {
+	// ReresolvePerOperation drops the held registry after every operation.
+	ReresolvePerOperation bool
+	// FreezeAuthority evaluates grants at the turn's opening instant.
+	FreezeAuthority bool
+	// IgnoreNamespaces skips the per-operation namespace check.
+	IgnoreNamespaces bool
+	// NoStepCeiling skips the step ceiling.
+	NoStepCeiling bool
+	// OmitCatalogHash leaves catalogHash off tool.invoked.
+	OmitCatalogHash bool
+	// NoOneOperationTurns refuses operations that name no turn instead of
+	// running each as a turn of one operation (read by the kernel).
+	NoOneOperationTurns bool
+}
+
+type phase int
+
+const (
+	open phase = iota
+	closing
+	closed
+)
+
+// Machine is one turn's state. It is not safe for concurrent use: its
+// owner (the turn actor) calls it one input at a time.
+type Machine struct {
+	cfg      Config
+	access   authority.AccessContext // as opened; Now is the opening instant
+	key      string
+	ns       []string
+	phase    phase
+	steps    int
+	seq      uint64
+	prevHash string
+
+	auth     authority.Authority
+	registry *catalog.Registry
+
+	inFlight map[string]*inFlight
+	callSeq  int
+}
+
+type inFlight struct {
+	tool  *catalog.Tool
+	alias string
+	hash  string
+	start time.Time
+}
+
+// New opens a turn for access at its instant and returns the turn.opened record.
+func New(cfg Config, access authority.AccessContext) (*Machine, *audit.Record) {
+	m := &Machine{
+		cfg:      cfg,
+		access:   access,
+		key:      authority.TurnAuthorityKey(access),
+		ns:       normalizeNamespaces(access.EnabledNamespaces),
+		inFlight: map[string]*inFlight{},
+	}
+	return m, m.record(access.Now, &audit.Event{Type: audit.TurnOpened, Namespaces: m.ns})
+}
+
+func normalizeNamespaces(ns []string) []string {
+	out := slices.Clone(ns)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// Key is the turn's authority key.
+func (m *Machine) Key() string { return m.key }
+
+// TurnID is the turn's id.
+func (m *Machine) TurnID() string { return m.access.TurnID }
+
+// Access is the context the turn was opened with.
+func (m *Machine) Access() authority.AccessContext { return m.access }
+
+// Resolved reports whether the registry is held.
+func (m *Machine) Resolved() bool { return m.registry != nil }
+
+// Registry returns the held registry, or nil.
+func (m *Machine) Registry() *catalog.Registry { return m.registry }
+
+// Closed reports whether the turn takes no more operations.
+func (m *Machine) Closed() bool { return m.phase != open }
+
+// InFlight is the number of executions dispatched and not completed.
+func (m *Machine) InFlight() int { return len(m.inFlight) }
+
+// Steps is the number of allowed calls so far.
+func (m *Machine) Steps() int { return m.steps }
+
+// Namespaces returns the enabled namespaces.
+func (m *Machine) Namespaces() []string { return slices.Clone(m.ns) }
+
+// CheckAccess refuses an operation whose context does not belong to this
+// turn: a different authority key is a different turn, and saying so would
+// reveal that this one exists, so it is turn_not_found.
+func (m *Machine) CheckAccess(access authority.AccessContext) error {
+	if m.phase != open {
+		return reason.New(reason.TurnClosed, "turn %s is closed", m.access.TurnID)
+	}
+	if authority.TurnAuthorityKey(access) != m.key {
+		return reason.New(reason.TurnNotFound, "no turn %s for this principal", access.TurnID)
+	}
+	return nil
+}
+
+// Resolution is the outcome of resolving a turn's catalogue.
+type Resolution struct {
+	Authority authority.Authority
+	Registry  *catalog.Registry
+	Providers []audit.ProviderStatus
+	// Err is set when resolution failed (a required provider failed, or
+	// authority could not be resolved); nothing is held then.
+	Err *reason.Error
+}
+
+// Resolve records the resolution. On success the registry and authority
+// are held for the rest of the turn; on failure nothing is held and the
+// next operation that needs the catalogue tries again.
+func (m *Machine) Resolve(now time.Time, r Resolution) *audit.Record {
+	ev := &audit.Event{Type: audit.CatalogResolved, Catalog: &audit.Catalog{Providers: r.Providers, Tools: []audit.Tool{}}}
+	if r.Err != nil {
+		return m.record(now, ev)
+	}
+	m.auth, m.registry = r.Authority, r.Registry
+	for i := range r.Registry.Len() {
+		t, alias := r.Registry.At(i)
+		ev.Catalog.Tools = append(ev.Catalog.Tools, audit.Tool{
+			Alias: alias, Provider: t.Identity.Provider, Name: t.Identity.Name, Namespace: t.Namespace, Revision: t.Revision,
+		})
+	}
+	ev.CatalogHash = r.Registry.Hash()
+	return m.record(now, ev)
+}
+
+// done is called after each operation that used the registry.
+func (m *Machine) done() {
+	if m.cfg.Switches.ReresolvePerOperation && len(m.inFlight) == 0 {
+		m.registry = nil
+	}
+}
+
+func (m *Machine) authInstant(now time.Time) time.Time {
+	if m.cfg.Switches.FreezeAuthority {
+		return m.access.Now
+	}
+	return now
+}
+
+func (m *Machine) nsEnabled(ns string) bool {
+	return m.cfg.Switches.IgnoreNamespaces || slices.Contains(m.ns, ns)
+}
+
+// Listed is one tool as a listing shows it.
+type Listed struct {
+	Alias string
+	Tool  *catalog.Tool
+}
+
+// List answers a listing at now: the held tools whose namespace is enabled
+// and whose capability a grant valid now covers.
+func (m *Machine) List(now time.Time) ([]Listed, string, *audit.Record, error) {
+	if err := m.ready(); err != nil {
+		return nil, "", nil, err
+	}
+	defer m.done()
+	at := m.authInstant(now)
+	var out []Listed
+	aliases := []string{}
+	for i := range m.registry.Len() {
+		t, alias := m.registry.At(i)
+		if m.nsEnabled(t.Namespace) && m.auth.CanDiscover(t.Capability, at) {
+			out = append(out, Listed{Alias: alias, Tool: t})
+			aliases = append(aliases, alias)
+		}
+	}
+	hash := m.registry.Hash()
+	rec := m.record(now, &audit.Event{Type: audit.CatalogListed, CatalogHash: hash, Namespaces: m.ns, Listed: aliases})
+	return out, hash, rec, nil
+}
+
+// NamespaceInfo describes one namespace of the held registry.
+type NamespaceInfo struct {
+	Name    string
+	Enabled bool
+	Tools   int
+}
+
+// ListNamespaces lists the held registry's namespaces and whether each is
+// enabled. It records nothing: it shows no tools.
+func (m *Machine) ListNamespaces() ([]NamespaceInfo, error) {
+	if err := m.ready(); err != nil {
+		return nil, err
+	}
+	defer m.done()
+	var out []NamespaceInfo
+	idx := map[string]int{}
+	for i := range m.registry.Len() {
+		t, _ := m.registry.At(i)
+		j, ok := idx[t.Namespace]
+		if !ok {
+			j = len(out)
+			idx[t.Namespace] = j
+			out = append(out, NamespaceInfo{Name: t.Namespace, Enabled: slices.Contains(m.ns, t.Namespace)})
+		}
+		out[j].Tools++
+	}
+	slices.SortFunc(out, func(a, b NamespaceInfo) int {
+		if a.Name < b.Name {
+			return -1
+		}
+		if a.Name > b.Name {
+			return 1
+		}
+		return 0
+	})
+	return out, nil
+}
+
+// UpdateNamespaces replaces the enabled namespaces; it takes effect from
+// the next operation of this turn.
+func (m *Machine) UpdateNamespaces(now time.Time, ns []string) (*audit.Record, error) {
+	if m.phase != open {
+		return nil, reason.New(reason.TurnClosed, "turn %s is closed", m.access.TurnID)
+	}
+	for _, n := range ns {
+		if n == "" || len(n) > 128 {
+			return nil, reason.New(reason.InvalidRequest, "namespace %q is empty or longer than 128 bytes", n)
+		}
+	}
+	if len(ns) > 1024 {
+		return nil, reason.New(reason.InvalidRequest, "%d namespaces; limit 1024", len(ns))
+	}
+	m.ns = normalizeNamespaces(ns)
+	return m.record(now, &audit.Event{Type: audit.NamespacesUpdated, Namespaces: m.ns}), nil
+}
+
+func (m *Machine) ready() error {
+	if m.phase != open {
+		return reason.New(reason.TurnClosed, "turn %s is closed", m.access.TurnID)
+	}
+	if m.registry == nil {
+		return reason.New(reason.Internal, "turn %s: catalogue not resolved", m.access.TurnID)
+	}
+	return nil
+}
+
+// Invocation is a call as the caller made it.
+type Invocation struct {
+	Alias     string
+	Arguments json.RawMessage
+}
+
+// Decision is what Decide concluded. When Err is nil the call is allowed
+// and the shell executes Tool at its revision, then calls Complete with CallID.
+type Decision struct {
+	CallID   string
+	Alias    string
+	Tool     *catalog.Tool
+	Resource string
+	Grant    string
+	Err      *reason.Error
+}
+
+// Decide decides a call at now against the held registry and live authority.
+func (m *Machine) Decide(now time.Time, inv Invocation) (Decision, *audit.Record) {
+	if err := m.ready(); err != nil {
+		return Decision{Alias: inv.Alias, Err: err.(*reason.Error)}, nil
+	}
+	defer m.done()
+	m.callSeq++
+	d := Decision{CallID: "c" + strconv.Itoa(m.callSeq), Alias: inv.Alias}
+	d.Err = m.decide(now, inv, &d)
+	call := &audit.Call{ID: d.CallID, Alias: inv.Alias, ArgsHash: argsHash(inv.Arguments), Decision: "allow"}
+	if d.Tool != nil {
+		call.Provider, call.Name, call.Revision = d.Tool.Identity.Provider, d.Tool.Identity.Name, d.Tool.Revision
+	}
+	call.Resource, call.Grant = d.Resource, d.Grant
+	if d.Err != nil {
+		call.Decision, call.Reason = "deny", string(d.Err.Code)
+	} else {
+		m.steps++
+		call.Step = m.steps
+		m.inFlight[d.CallID] = &inFlight{tool: d.Tool, alias: inv.Alias, hash: m.registry.Hash(), start: now}
+	}
+	ev := &audit.Event{Type: audit.ToolInvoked, Call: call, Namespaces: m.ns}
+	if !m.cfg.Switches.OmitCatalogHash {
+		ev.CatalogHash = m.registry.Hash()
+	}
+	return d, m.record(now, ev)
+}
+
+func (m *Machine) decide(now time.Time, inv Invocation, d *Decision) *reason.Error {
+	tool, ok := m.registry.Lookup(inv.Alias)
+	if !ok {
+		return reason.New(reason.UnknownTool, "no tool %q in this turn's catalogue", inv.Alias)
+	}
+	d.Tool = tool
+	if !m.nsEnabled(tool.Namespace) {
+		return reason.New(reason.NamespaceDisabled, "namespace %q is not enabled", tool.Namespace)
+	}
+	at := m.authInstant(now)
+	if !m.auth.CanDiscover(tool.Capability, at) {
+		return reason.New(reason.NotDiscoverable, "no grant valid now covers %s", tool.Capability)
+	}
+	args, err := tool.ParseArguments(inv.Arguments)
+	if err != nil {
+		return reason.New(reason.InvalidArguments, "%v", err)
+	}
+	res, err := tool.Requirement.Resolve(args)
+	if err != nil {
+		return reason.New(reason.InvalidArguments, "%v", err)
+	}
+	d.Resource = res
+	grant, ok := m.auth.CanInvoke(tool.Capability, res, at)
+	if !ok {
+		return reason.New(reason.NoMatchingGrant, "no grant valid now covers %s on %s", tool.Capability, res)
+	}
+	d.Grant = grant
+	if !m.cfg.Switches.NoStepCeiling && m.steps >= m.cfg.StepCeiling {
+		return reason.New(reason.StepCeilingExceeded, "turn used its %d steps", m.cfg.StepCeiling)
+	}
+	if m.cfg.MaxInFlight > 0 && len(m.inFlight) >= m.cfg.MaxInFlight {
+		return reason.New(reason.Overloaded, "%d calls in flight in this turn", len(m.inFlight))
+	}
+	return nil
+}
+
+func argsHash(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// Completion is how an execution ended.
+type Completion struct {
+	CallID string
+	// Err is the classified failure (provider or durability); nil when the
+	// tool ran (IsError says whether it reported failure).
+	Err       *reason.Error
+	IsError   bool
+	ResultLen int
+}
+
+// Complete records a dispatched call's end at now.
+func (m *Machine) Complete(now time.Time, c Completion) (*audit.Record, error) {
+	f, ok := m.inFlight[c.CallID]
+	if !ok {
+		return nil, fmt.Errorf("turn %s: completion for unknown call %s", m.access.TurnID, c.CallID)
+	}
+	delete(m.inFlight, c.CallID)
+	call := &audit.Call{
+		ID: c.CallID, Alias: f.alias, Provider: f.tool.Identity.Provider, Name: f.tool.Identity.Name, Revision: f.tool.Revision,
+		Outcome: "ok", Duration: now.Sub(f.start).Microseconds(), ResultLen: c.ResultLen,
+	}
+	switch {
+	case c.Err != nil:
+		call.Outcome, call.Reason = "failed", string(c.Err.Code)
+	case c.IsError:
+		call.Outcome = "tool_error"
+	}
+	rec := m.record(now, &audit.Event{Type: audit.ToolCompleted, CatalogHash: f.hash, Call: call})
+	m.done()
+	return rec, nil
+}
+
+// BeginClose stops the turn taking operations. It reports whether the turn
+// can finish now (nothing in flight); otherwise the shell calls Finish
+// after the last completion.
+func (m *Machine) BeginClose() bool {
+	if m.phase == open {
+		m.phase = closing
+	}
+	return len(m.inFlight) == 0
+}
+
+// Finish closes the turn and returns turn.closed; why is "released",
+// "idle", "closed", "shutdown" or "one_operation". It returns nil if the
+// turn was already closed.
+func (m *Machine) Finish(now time.Time, why string) *audit.Record {
+	if m.phase == closed {
+		return nil
+	}
+	m.phase = closed
+	ev := &audit.Event{Type: audit.TurnClosed, Close: &audit.Close{Reason: why, Steps: m.steps, Events: m.seq + 1}}
+	if m.registry != nil {
+		ev.CatalogHash = m.registry.Hash()
+	}
+	return m.record(now, ev)
+}
+
+// record completes ev with the turn's identity and chain position, encodes
+// it and advances the chain.
+func (m *Machine) record(now time.Time, ev *audit.Event) *audit.Record {
+	ev.ID = m.cfg.Incarnation + "-" + strconv.FormatUint(m.seq, 10)
+	ev.Time = now.UTC()
+	ev.Node = m.cfg.Node
+	ev.Tenant, ev.Principal, ev.CredentialProfile = m.access.Tenant, m.access.Principal, m.access.CredentialProfile
+	ev.TurnID = m.access.TurnID
+	ev.OneOperation = m.cfg.OneOperation
+	ev.Seq, ev.PrevHash = m.seq, m.prevHash
+	rec, err := audit.Encode(ev)
+	if err != nil {
+		// Only a time outside years 0-9999 can fail to encode; the
+		// kernel's clock never produces one.
+		panic(fmt.Sprintf("turn %s: encoding %s: %v", m.access.TurnID, ev.Type, err))
+	}
+	m.seq++
+	m.prevHash = rec.Hash
+	return rec
+}
