@@ -48,11 +48,15 @@ func (d *directory) Receive(ctx actor.Context) {
 			l.closing = true
 			ctx.Send(l.pid, &closeTurn{why: "idle"})
 		}
+	case *turnFinished:
+		d.retire(msg.turnID)
+		d.maybeDrained(ctx)
 	case *actor.Terminated:
+		// Normally the turn said it finished; a turn stopped by its
+		// supervisor (a panic) did not, and is retired here.
 		if id, ok := d.byPID[msg.Who.Id]; ok {
 			delete(d.byPID, msg.Who.Id)
-			delete(d.turns, id)
-			d.closed.add(id)
+			d.retire(id)
 		}
 		d.maybeDrained(ctx)
 	case *closeAll:
@@ -95,7 +99,7 @@ func (d *directory) open(ctx actor.Context, access authority.AccessContext) any 
 	if len(d.turns) >= d.sh.opts.MaxTurns {
 		return reason.New(reason.Overloaded, "node %s holds %d open turns", d.sh.opts.Node, len(d.turns))
 	}
-	pid, err := ctx.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return newTurnActor(d.sh, access, false) }), access.TurnID)
+	pid, err := ctx.SpawnNamed(turnProps(d.sh, access, false), access.TurnID)
 	if err != nil {
 		return reason.New(reason.Internal, "spawning turn %s: %v", access.TurnID, err)
 	}
@@ -123,6 +127,14 @@ func (d *directory) release(ctx actor.Context, msg *releaseLease) {
 	l.closing = true
 	// The turn answers the caller itself, once turn.closed is recorded.
 	ctx.RequestWithCustomSender(l.pid, &closeTurn{why: "released"}, ctx.Sender())
+}
+
+// retire forgets an open turn and remembers that its id was closed.
+func (d *directory) retire(turnID string) {
+	if _, ok := d.turns[turnID]; ok {
+		delete(d.turns, turnID)
+		d.closed.add(turnID)
+	}
 }
 
 func (d *directory) maybeDrained(ctx actor.Context) {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/sharedos/sharedos/catalog"
 	"github.com/sharedos/sharedos/internal/audit"
 	"github.com/sharedos/sharedos/internal/providers"
+	"github.com/sharedos/sharedos/internal/workpool"
 	"github.com/sharedos/sharedos/reason"
 	"github.com/sharedos/sharedos/turn"
 )
@@ -47,6 +49,9 @@ type Options struct {
 	MaxTurns int
 	// IdleTimeout closes a turn with no operations for this long. Default 10m.
 	IdleTimeout time.Duration
+	// Linger is how long a closed turn keeps answering turn_closed before
+	// its actor stops. Default 30s.
+	Linger time.Duration
 	// ResolveTimeout bounds each provider's catalogue answer. Default 5s.
 	ResolveTimeout time.Duration
 	// CallTimeout bounds each execution. Default 30s.
@@ -81,6 +86,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.IdleTimeout == 0 {
 		o.IdleTimeout = 10 * time.Minute
+	}
+	if o.Linger == 0 {
+		o.Linger = 30 * time.Second
 	}
 	if o.ResolveTimeout == 0 {
 		o.ResolveTimeout = 5 * time.Second
@@ -135,6 +143,8 @@ type shared struct {
 	required   map[string]bool
 	normalizer *catalog.Normalizer
 	log        *slog.Logger
+	// pool runs turn mailboxes and executions on warm goroutines.
+	pool *workpool.Pool
 }
 
 // Kernel is a node's turn kernel. Its methods are safe for concurrent use.
@@ -161,6 +171,7 @@ func New(opts Options) (*Kernel, error) {
 		required:   map[string]bool{},
 		normalizer: catalog.NewNormalizer(opts.Limits, 4096),
 		log:        opts.Logger,
+		pool:       workpool.New(4 * runtime.GOMAXPROCS(0)),
 	}
 	for _, p := range opts.Providers {
 		sh.providers[p.ID()] = p
@@ -169,9 +180,12 @@ func New(opts Options) (*Kernel, error) {
 	for _, r := range opts.Required {
 		sh.required[r] = true
 	}
-	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
-		return opts.Logger.With("component", "protoactor")
-	}))
+	system := actor.NewActorSystem(
+		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return opts.Logger.With("component", "protoactor") }),
+		// A request to a closed turn is answered turn_closed/turn_not_found;
+		// it is not worth a log line each.
+		actor.WithDeadLetterRequestLogging(false),
+	)
 	dir, err := system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return newDirectory(sh) },
 		actor.WithSupervisor(stopOnPanic(sh.log))), directoryName)
 	if err != nil {
@@ -332,7 +346,7 @@ func (k *Kernel) turnOp(ctx context.Context, access authority.AccessContext, msg
 // catalogue, answers, and closes (ADR 0026: an operation with no lease).
 func (k *Kernel) oneOperation(ctx context.Context, access authority.AccessContext, msg func(authority.AccessContext) any) (any, error) {
 	access.TurnID = k.sh.opts.Node + ".op." + randomID()
-	pid := k.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return newTurnActor(k.sh, access, true) }))
+	pid := k.system.Root.Spawn(turnProps(k.sh, access, true))
 	return k.request(ctx, pid, msg(access))
 }
 
@@ -392,6 +406,7 @@ func (k *Kernel) Shutdown(ctx context.Context) error {
 			err = serr
 		}
 		k.system.Shutdown()
+		k.sh.pool.Close()
 	})
 	return err
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/sharedos/sharedos/catalog"
 	"github.com/sharedos/sharedos/internal/audit"
 	"github.com/sharedos/sharedos/internal/providers"
+	"github.com/sharedos/sharedos/internal/workpool"
 	"github.com/sharedos/sharedos/reason"
 	"github.com/sharedos/sharedos/turn"
 )
@@ -40,6 +41,13 @@ func newTurnActor(sh *shared, access authority.AccessContext, oneOp bool) actor.
 	a := &turnActor{sh: sh, access: access, oneOp: oneOp, behavior: actor.NewBehavior()}
 	a.behavior.Become(a.serving)
 	return a
+}
+
+// turnProps are a turn actor's props: its mailbox runs on the kernel's
+// warm worker pool (see internal/workpool).
+func turnProps(sh *shared, access authority.AccessContext, oneOp bool) *actor.Props {
+	return actor.PropsFromProducer(func() actor.Actor { return newTurnActor(sh, access, oneOp) },
+		actor.WithDispatcher(workpool.Dispatcher{Pool: sh.pool, Batch: 300}))
 }
 
 func (a *turnActor) Receive(ctx actor.Context) { a.behavior.Receive(ctx) }
@@ -238,7 +246,7 @@ func (a *turnActor) invoke(ctx actor.Context, sender *actor.PID, msg *invokeTool
 		Arguments: msg.inv.Arguments, Resource: d.Resource,
 	}
 	root, self, timeout := ctx.ActorSystem().Root, ctx.Self(), a.sh.opts.CallTimeout
-	go func() {
+	a.sh.pool.Go(func() {
 		c := &completed{sender: sender, comp: turn.Completion{CallID: call.CallID}}
 		cctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
@@ -255,7 +263,7 @@ func (a *turnActor) invoke(ctx actor.Context, sender *actor.PID, msg *invokeTool
 			c.result, c.comp.IsError, c.comp.ResultLen = res, res.IsError, len(res.Text)+len(res.Structured)
 		}
 		root.Send(self, c)
-	}()
+	})
 }
 
 // execute runs the provider's Invoke, turning a panic into a provider error.
@@ -283,7 +291,7 @@ func (a *turnActor) complete(ctx actor.Context, msg *completed) {
 		ctx.Send(msg.sender, &CallResult{
 			CallID: c.ID, CatalogHash: rec.Event.CatalogHash, Alias: c.Alias,
 			Identity: catalog.Identity{Provider: c.Provider, Name: c.Name},
-			Result: msg.result, Duration: time.Duration(rec.Event.Call.Duration) * time.Microsecond,
+			Result:   msg.result, Duration: time.Duration(rec.Event.Call.Duration) * time.Microsecond,
 		})
 	}
 	if a.m.Closed() && a.m.InFlight() == 0 {
@@ -313,15 +321,49 @@ func (a *turnActor) beginClose(ctx actor.Context, sender *actor.PID, why string)
 	}
 }
 
+// finish records turn.closed and answers whoever asked to close. A named
+// turn then lingers, answering turn_closed, before it stops: protoactor
+// drops (without a dead-letter reply) messages that reach an actor while
+// it stops, so stopping at once would leave a racing caller waiting for
+// its deadline. After the linger, callers get a dead letter, which the
+// kernel turns into turn_closed from the directory's tombstones.
 func (a *turnActor) finish(ctx actor.Context, why string) {
 	if rec := a.m.Finish(a.now(), why); rec != nil {
 		a.emit(rec)
+	}
+	if !a.oneOp && ctx.Parent() != nil {
+		ctx.Send(ctx.Parent(), &turnFinished{turnID: a.access.TurnID})
 	}
 	for _, c := range a.closers {
 		ctx.Send(c, true)
 	}
 	a.closers = nil
-	ctx.Stop(ctx.Self())
+	if a.oneOp {
+		ctx.Stop(ctx.Self())
+		return
+	}
+	a.behavior.Become(a.finished)
+	ctx.SetReceiveTimeout(a.sh.opts.Linger)
+}
+
+// finished answers every operation turn_closed until the linger passes.
+func (a *turnActor) finished(ctx actor.Context) {
+	switch msg := ctx.Message().(type) {
+	case *actor.ReceiveTimeout:
+		ctx.Stop(ctx.Self())
+	case *actor.Started, *actor.Stopping, *actor.Stopped, *actor.Restarting:
+	case *closeTurn:
+		if ctx.Sender() != nil {
+			ctx.Respond(true)
+		}
+	case *completed:
+		// Cannot happen: a turn finishes only with nothing in flight.
+		a.sh.log.Error("turn: completion after close", "turn", a.access.TurnID, "call", msg.comp.CallID)
+	default:
+		if ctx.Sender() != nil {
+			ctx.Respond(reason.New(reason.TurnClosed, "turn %s is closed", a.access.TurnID))
+		}
+	}
 }
 
 func (a *turnActor) emit(rec *audit.Record) audit.Receipt {

@@ -87,6 +87,7 @@ type (
 		leaseID string
 	}
 	idleExpired   struct{ turnID string }
+	turnFinished  struct{ turnID string }
 	closeAll      struct{}
 	turnsSnapshot struct{}
 	// closedTurn asks whether a turn id was recently closed.

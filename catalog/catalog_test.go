@@ -138,15 +138,21 @@ func TestCatalogHashIgnoresFormattingAndOrder(t *testing.T) {
 func TestCatalogHashChangesWithMeaning(t *testing.T) {
 	base := hashOf(t, sampleDefs())
 	mutations := map[string]func(d *catalog.Definition){
-		"description":     func(d *catalog.Definition) { d.Description += " Now deletes too." },
-		"schema keyword":  func(d *catalog.Definition) { d.InputSchema = json.RawMessage(strings.Replace(string(d.InputSchema), `"minLength":1`, `"minLength":2`, 1)) },
-		"schema addition": func(d *catalog.Definition) { d.InputSchema = json.RawMessage(strings.Replace(string(d.InputSchema), `"additionalProperties":false`, `"additionalProperties":true`, 1)) },
-		"capability":      func(d *catalog.Definition) { d.Capability = "notion.admin.export" },
-		"annotation":      func(d *catalog.Definition) { d.Annotations = json.RawMessage(`{"readOnlyHint":false,"title":"Search"}`) },
-		"requirement":     func(d *catalog.Definition) { d.Requirement = "notion/{workspace}" },
-		"namespace":       func(d *catalog.Definition) { d.Namespace = "docs" },
-		"output schema":   func(d *catalog.Definition) { d.OutputSchema = json.RawMessage(`{"type":"object"}`) },
-		"name":            func(d *catalog.Definition) { d.Name = "search2" },
+		"description": func(d *catalog.Definition) { d.Description += " Now deletes too." },
+		"schema keyword": func(d *catalog.Definition) {
+			d.InputSchema = json.RawMessage(strings.Replace(string(d.InputSchema), `"minLength":1`, `"minLength":2`, 1))
+		},
+		"schema addition": func(d *catalog.Definition) {
+			d.InputSchema = json.RawMessage(strings.Replace(string(d.InputSchema), `"additionalProperties":false`, `"additionalProperties":true`, 1))
+		},
+		"capability": func(d *catalog.Definition) { d.Capability = "notion.admin.export" },
+		"annotation": func(d *catalog.Definition) {
+			d.Annotations = json.RawMessage(`{"readOnlyHint":false,"title":"Search"}`)
+		},
+		"requirement":   func(d *catalog.Definition) { d.Requirement = "notion/{workspace}" },
+		"namespace":     func(d *catalog.Definition) { d.Namespace = "docs" },
+		"output schema": func(d *catalog.Definition) { d.OutputSchema = json.RawMessage(`{"type":"object"}`) },
+		"name":          func(d *catalog.Definition) { d.Name = "search2" },
 	}
 	rng := rand.New(rand.NewPCG(3, 4))
 	for name, mutate := range mutations {
@@ -189,15 +195,23 @@ func TestNormalizeRefusesBadContracts(t *testing.T) {
 		return strings.Join(parts, ",")
 	}() + `}}`
 	cases := map[string]func(d *catalog.Definition){
-		"deep schema":          func(d *catalog.Definition) { d.InputSchema = json.RawMessage(deep) },
-		"too many properties":  func(d *catalog.Definition) { d.InputSchema = json.RawMessage(manyProps) },
-		"remote ref":           func(d *catalog.Definition) { d.InputSchema = json.RawMessage(`{"type":"object","$ref":"https://evil.example/schema.json"}`) },
-		"undeclared required":  func(d *catalog.Definition) { d.InputSchema = json.RawMessage(`{"type":"object","properties":{"workspace":{}},"required":["workspace","ghost"]}`) },
-		"not an object type":   func(d *catalog.Definition) { d.InputSchema = json.RawMessage(`{"type":"string"}`) },
-		"other dialect":        func(d *catalog.Definition) { d.InputSchema = json.RawMessage(`{"$schema":"http://json-schema.org/draft-04/schema#","type":"object"}`) },
-		"malformed json":       func(d *catalog.Definition) { d.InputSchema = json.RawMessage(`{"type":"object",`) },
-		"duplicate keys":       func(d *catalog.Definition) { d.InputSchema = json.RawMessage(`{"type":"object","type":"object"}`) },
-		"schema too large":     func(d *catalog.Definition) { d.InputSchema = json.RawMessage(`{"type":"object","description":"` + strings.Repeat("x", 70<<10) + `"}`) },
+		"deep schema":         func(d *catalog.Definition) { d.InputSchema = json.RawMessage(deep) },
+		"too many properties": func(d *catalog.Definition) { d.InputSchema = json.RawMessage(manyProps) },
+		"remote ref": func(d *catalog.Definition) {
+			d.InputSchema = json.RawMessage(`{"type":"object","$ref":"https://evil.example/schema.json"}`)
+		},
+		"undeclared required": func(d *catalog.Definition) {
+			d.InputSchema = json.RawMessage(`{"type":"object","properties":{"workspace":{}},"required":["workspace","ghost"]}`)
+		},
+		"not an object type": func(d *catalog.Definition) { d.InputSchema = json.RawMessage(`{"type":"string"}`) },
+		"other dialect": func(d *catalog.Definition) {
+			d.InputSchema = json.RawMessage(`{"$schema":"http://json-schema.org/draft-04/schema#","type":"object"}`)
+		},
+		"malformed json": func(d *catalog.Definition) { d.InputSchema = json.RawMessage(`{"type":"object",`) },
+		"duplicate keys": func(d *catalog.Definition) { d.InputSchema = json.RawMessage(`{"type":"object","type":"object"}`) },
+		"schema too large": func(d *catalog.Definition) {
+			d.InputSchema = json.RawMessage(`{"type":"object","description":"` + strings.Repeat("x", 70<<10) + `"}`)
+		},
 		"missing schema":       func(d *catalog.Definition) { d.InputSchema = nil },
 		"huge description":     func(d *catalog.Definition) { d.Description = strings.Repeat("x", 9<<10) },
 		"wildcard capability":  func(d *catalog.Definition) { d.Capability = "notion.*" },

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"sync"
 	"testing"
 	"time"
@@ -165,5 +166,6 @@ func (f *Fixture) Options() actors.Options {
 		Clock:       f.Clock.Now,
 		StepCeiling: 64,
 		IdleTimeout: time.Minute,
+		Logger:      slog.New(slog.DiscardHandler),
 	}
 }

@@ -77,6 +77,14 @@ func refused(step string, err error, want reason.Code) error {
 	return nil
 }
 
+func aliases(l actors.ToolList) []string {
+	out := make([]string, len(l.Tools))
+	for i, t := range l.Tools {
+		out[i] = t.Alias
+	}
+	return out
+}
+
 func shows(l actors.ToolList, alias string) bool {
 	return slices.ContainsFunc(l.Tools, func(t actors.ListedTool) bool { return t.Alias == alias })
 }
@@ -94,7 +102,7 @@ var catalogueMovedMidTurn = Row{
 		}
 		first, err := h.D.ListTools(ctx, who)
 		if err != nil || !shows(first, "notion_search") {
-			return fmt.Errorf("probe first listing: %v (shown: %v)", err, first.Tools)
+			return fmt.Errorf("probe first listing: %v (shown: %v)", err, aliases(first))
 		}
 		h.F.Notion.Set(providers.MemoryTool{Definition: SearchDef("notion.admin.export"), Handler: searchHandler})
 		second, err := h.D.ListTools(ctx, who)
@@ -162,7 +170,7 @@ var namespaceToggledMidTurn = Row{
 			return probe("listing", err)
 		}
 		if shows(l, "notion_search") || !shows(l, "notes_put") {
-			return fmt.Errorf("attack listing with notion disabled shows %v", l.Tools)
+			return fmt.Errorf("attack listing with notion disabled shows %v", aliases(l))
 		}
 		_, err = h.D.Invoke(ctx, who, "notion_search", searchArgs("acme"))
 		if e := refused("call with notion disabled", err, reason.NamespaceDisabled); e != nil {

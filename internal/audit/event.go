@@ -3,7 +3,7 @@ package audit
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
+	"fmt"
 	"time"
 )
 
@@ -123,12 +123,13 @@ type Record struct {
 	Hash string
 }
 
-// Encode encodes ev and returns its Record.
+// Encode encodes ev (compact JSON, the same bytes json.Marshal gives) and
+// returns its Record. It fails only for a time outside years 0-9999.
 func Encode(ev *Event) (*Record, error) {
-	data, err := json.Marshal(ev)
-	if err != nil {
-		return nil, err
+	if y := ev.Time.Year(); y < 0 || y > 9999 {
+		return nil, fmt.Errorf("audit: event time %s is outside years 0-9999", ev.Time)
 	}
+	data := appendEvent(make([]byte, 0, 1024), ev)
 	return &Record{Event: ev, Data: data, Hash: HashData(data)}, nil
 }
 
