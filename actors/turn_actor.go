@@ -252,7 +252,7 @@ func (a *turnActor) invoke(ctx actor.Context, sender *actor.PID, msg *invokeTool
 		defer cancel()
 		// Record before effect: a tool runs only once its tool.invoked is stored.
 		if err := audit.Wait(cctx, receipt); err != nil {
-			c.comp.Err = reason.New(reason.Internal, "audit did not store tool.invoked: %v", err)
+			c.comp.Err = reason.New(reason.AuditUnavailable, "audit did not store tool.invoked; the call did not run: %v", err)
 			root.Send(self, c)
 			return
 		}

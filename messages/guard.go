@@ -42,6 +42,10 @@ func DefaultLimits() Limits {
 // ErrMalformed is returned (wrapped, with detail and byte offset) for any frame the guard refuses.
 var ErrMalformed = errors.New("messages: malformed frame")
 
+// errAmbiguousExt is also wrapped when an ext value could be read two ways
+// (see Guard).
+var errAmbiguousExt = errors.New("ext payload that msgpack would decode as a map where a map is expected is not exactly one well-formed value")
+
 func malformed(off int, format string, args ...any) error {
 	return fmt.Errorf("%w: %s at offset %d", ErrMalformed, fmt.Sprintf(format, args...), off)
 }
@@ -56,6 +60,7 @@ const (
 	clsBytes8         // str8/bin8: 1-byte length, then payload
 	clsBytes16        // str16/bin16
 	clsBytes32        // str32/bin32
+	clsFixExt         // fixext1..16: type byte, payload of fixedSize bytes
 	clsExt8           // ext8: 1-byte length, type byte, payload
 	clsExt16          // ext16
 	clsExt32          // ext32
@@ -89,10 +94,12 @@ func init() {
 		0xca: 5, 0xcb: 9, // float32, float64
 		0xcc: 2, 0xcd: 3, 0xce: 5, 0xcf: 9, // uint8..64
 		0xd0: 2, 0xd1: 3, 0xd2: 5, 0xd3: 9, // int8..64
-		0xd4: 3, 0xd5: 4, 0xd6: 6, 0xd7: 10, 0xd8: 18, // fixext1..16: header, type, data
 	}
 	for c, n := range fixed {
 		class[c], fixedSize[c] = clsFixed, n
+	}
+	for c, n := range map[byte]uint8{0xd4: 1, 0xd5: 2, 0xd6: 4, 0xd7: 8, 0xd8: 16} {
+		class[c], fixedSize[c] = clsFixExt, n // payload size
 	}
 	for c, k := range map[byte]uint8{
 		0xc4: clsBytes8, 0xc5: clsBytes16, 0xc6: clsBytes32, // bin
@@ -157,6 +164,8 @@ func Guard(b []byte, lim Limits) error {
 	// is checked there.
 	var inline [inlineDepth]int
 	stack := inline[:0]
+	var extInline [4]extFrame
+	exts := extInline[:0] // open exts scanned as values, innermost last
 	pos, pending, committed := 0, 1, 1
 
 	for pending > 0 {
@@ -170,6 +179,7 @@ func Guard(b []byte, lim Limits) error {
 		var (
 			length   uint64 // str/bin/ext payload bytes after the header
 			children uint64 // values owed by an array/map
+			extEnd   = -1   // for an ext scanned as a value: where it must end
 		)
 		if c-0xa0 < 0x20 { // fixstr, the most common value in our frames
 			sz := 1 + int(c&0x1f)
@@ -216,24 +226,34 @@ func Guard(b []byte, lim Limits) error {
 			}
 			length = uint64(be32(b[pos+1:]))
 			pos += 5
+		case clsFixExt:
+			if n-pos < 2 {
+				return malformed(start, "truncated fixext header")
+			}
+			length = uint64(fixedSize[c])
+			pos += 2
+			goto ext
 		case clsExt8:
 			if n-pos < 3 {
 				return malformed(start, "truncated ext8 header")
 			}
 			length = uint64(b[pos+1])
 			pos += 3
+			goto ext
 		case clsExt16:
 			if n-pos < 4 {
 				return malformed(start, "truncated ext16 header")
 			}
 			length = uint64(be16(b[pos+1:]))
 			pos += 4
+			goto ext
 		case clsExt32:
 			if n-pos < 6 {
 				return malformed(start, "truncated ext32 header")
 			}
 			length = uint64(be32(b[pos+1:]))
 			pos += 6
+			goto ext
 		case clsArr16:
 			if n-pos < 3 {
 				return malformed(start, "truncated array16 header")
@@ -266,12 +286,34 @@ func Guard(b []byte, lim Limits) error {
 			return malformed(start, "reserved byte 0x%02x", c)
 		}
 
-		// str, bin or ext payload.
+		// str or bin payload.
 		if left := uint64(n - pos); length > left {
 			return malformed(start, "0x%02x payload of %d bytes but only %d remain", c, length, left)
 		}
 		pos += int(length)
 		goto done
+
+	ext:
+		if left := uint64(n - pos); length > left {
+			return malformed(start, "0x%02x payload of %d bytes but only %d remain", c, length, left)
+		}
+		// msgpack v5.4.1 (Decoder.DecodeMapLen) skips an ext header where
+		// it expects a map and reads the map from the payload onwards,
+		// ignoring the ext length. Only a payload starting with nil or a map
+		// header gets past its first byte; such a payload must be exactly
+		// one well-formed value, so both readings agree. An empty payload
+		// would make msgpack read the following value instead.
+		if length == 0 {
+			return fmt.Errorf("%w: %w at offset %d", ErrMalformed, errAmbiguousExt, start)
+		}
+		if p0 := b[pos]; p0 != 0xc0 && p0-0x80 >= 0x10 && p0 != 0xde && p0 != 0xdf {
+			pos += int(length)
+			goto done
+		}
+		// Scan the payload in place as a one-value container that must
+		// end exactly where the payload does.
+		children = 1
+		extEnd = pos + int(length)
 
 	open:
 		// Every value owed, by this container and by the enclosing ones,
@@ -287,6 +329,9 @@ func Guard(b []byte, lim Limits) error {
 			return malformed(start, "nesting deeper than MaxDepth %d", maxDepth)
 		}
 		if children > 0 {
+			if extEnd >= 0 {
+				exts = append(exts, extFrame{level: len(stack), start: start, end: extEnd})
+			}
 			stack = append(stack, pending)
 			pending += int(children)
 			committed += int(children)
@@ -297,6 +342,12 @@ func Guard(b []byte, lim Limits) error {
 		// Close every container this value completed.
 		for len(stack) > 0 && stack[len(stack)-1] == pending {
 			stack = stack[:len(stack)-1]
+			if len(exts) > 0 && exts[len(exts)-1].level == len(stack) {
+				if pos != exts[len(exts)-1].end {
+					return fmt.Errorf("%w: %w at offset %d", ErrMalformed, errAmbiguousExt, exts[len(exts)-1].start)
+				}
+				exts = exts[:len(exts)-1]
+			}
 		}
 	}
 
@@ -305,6 +356,10 @@ func Guard(b []byte, lim Limits) error {
 	}
 	return nil
 }
+
+// extFrame records an ext whose payload Guard scans as a value: the stack
+// level of its one-value container, its offset and where the payload ends.
+type extFrame struct{ level, start, end int }
 
 func be16(b []byte) uint16 { _ = b[1]; return uint16(b[0])<<8 | uint16(b[1]) }
 

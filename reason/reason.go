@@ -51,8 +51,13 @@ const (
 	// InvalidRequest: the request itself is malformed (bad turn id, bad
 	// frame, oversized payload) and was not decided at all.
 	InvalidRequest Code = "invalid_request"
-	// Internal: a SharedOS fault, not the caller's. Always a bug or an
-	// infrastructure failure (for example the audit stream refusing events).
+	// NodeUnavailable: no node answered (none is serving the subject).
+	NodeUnavailable Code = "node_unavailable"
+	// AuditUnavailable: the audit stream did not store the call's
+	// tool.invoked, so the call was refused (fail closed) before it ran.
+	AuditUnavailable Code = "audit_unavailable"
+	// Internal: a SharedOS fault, not the caller's: a bug or an
+	// infrastructure failure.
 	Internal Code = "internal"
 )
 
@@ -62,7 +67,7 @@ func Codes() []Code {
 		UnknownTool, NamespaceDisabled, NotDiscoverable, InvalidArguments,
 		NoMatchingGrant, StepCeilingExceeded, TurnClosed, TurnNotFound,
 		ProviderUnavailable, ProviderTimeout, ProviderError, CapabilityChanged,
-		Overloaded, InvalidRequest, Internal,
+		Overloaded, InvalidRequest, NodeUnavailable, AuditUnavailable, Internal,
 	}
 }
 
@@ -130,5 +135,7 @@ var (
 	ErrCapabilityChanged   = &Error{Code: CapabilityChanged}
 	ErrOverloaded          = &Error{Code: Overloaded}
 	ErrInvalidRequest      = &Error{Code: InvalidRequest}
+	ErrNodeUnavailable     = &Error{Code: NodeUnavailable}
+	ErrAuditUnavailable    = &Error{Code: AuditUnavailable}
 	ErrInternal            = &Error{Code: Internal}
 )

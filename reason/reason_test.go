@@ -17,6 +17,7 @@ func TestErrorsIsMatchesByCode(t *testing.T) {
 		reason.ProviderUnavailable: reason.ErrProviderUnavailable, reason.ProviderTimeout: reason.ErrProviderTimeout,
 		reason.ProviderError: reason.ErrProviderError, reason.CapabilityChanged: reason.ErrCapabilityChanged,
 		reason.Overloaded: reason.ErrOverloaded, reason.InvalidRequest: reason.ErrInvalidRequest,
+		reason.NodeUnavailable: reason.ErrNodeUnavailable, reason.AuditUnavailable: reason.ErrAuditUnavailable,
 		reason.Internal: reason.ErrInternal,
 	}
 	if len(sentinels) != len(reason.Codes()) {

@@ -1,0 +1,268 @@
+// Package client is the Go client agent runtimes use to drive SharedOS
+// turns over NATS.
+//
+//	c := client.New(nc, nil)
+//	turn, err := c.Open(ctx, client.Access{Tenant: "acme", Principal: "ada", Namespaces: []string{"notes"}})
+//	tools, err := turn.ListTools(ctx)
+//	res, err := turn.Invoke(ctx, "notes_put", []byte(`{"space":"acme","title":"t","body":"b"}`))
+//	if errors.Is(err, reason.ErrNoMatchingGrant) { ... }
+//	err = turn.Close(ctx)
+//
+// Every method honours its context's deadline (the node is told it, so it
+// stops work the caller has given up on). Refusals are *reason.Error values
+// matched with errors.Is against the reason sentinels; a node that is gone
+// gives turn_not_found for its turns and node_unavailable for opens.
+// A Client and a Turn are safe for concurrent use.
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/sharedos/sharedos/messages"
+	"github.com/sharedos/sharedos/reason"
+)
+
+// Options configure a Client; nil means defaults.
+type Options struct {
+	// Prefix of the node's subjects. Default "sharedos".
+	Prefix string
+	// Timeout applies when a context has no deadline. Default 30s.
+	Timeout time.Duration
+	// Limits bound replies before they are decoded.
+	Limits messages.Limits
+}
+
+// Client talks to SharedOS nodes over one NATS connection.
+type Client struct {
+	nc   *nats.Conn
+	opts Options
+}
+
+// New returns a Client using nc.
+func New(nc *nats.Conn, opts *Options) *Client {
+	o := Options{}
+	if opts != nil {
+		o = *opts
+	}
+	if o.Prefix == "" {
+		o.Prefix = "sharedos"
+	}
+	if o.Timeout == 0 {
+		o.Timeout = 30 * time.Second
+	}
+	if o.Limits == (messages.Limits{}) {
+		o.Limits = messages.DefaultLimits()
+		o.Limits.MaxBytes = 8 << 20
+	}
+	return &Client{nc: nc, opts: o}
+}
+
+// Access is who is asking: the tenant, principal, credential profile id
+// (never a secret), the namespaces to enable and extra attributes.
+type Access = messages.Access
+
+// Handle names an open turn: its node and id. Its string form is
+// "node/turn", which Attach accepts from another process.
+type Handle struct {
+	Node   string `json:"node"`
+	TurnID string `json:"turn_id"`
+}
+
+func (h Handle) String() string { return h.Node + "/" + h.TurnID }
+
+// ParseHandle parses "node/turn".
+func ParseHandle(s string) (Handle, error) {
+	node, turn, ok := strings.Cut(s, "/")
+	if !ok || node == "" || turn == "" {
+		return Handle{}, fmt.Errorf("client: turn handle %q is not node/turn", s)
+	}
+	return Handle{Node: node, TurnID: turn}, nil
+}
+
+// Turn is an open turn and this caller's lease on it.
+type Turn struct {
+	c       *Client
+	Handle  Handle
+	LeaseID string
+	// Attached is true when Open or Attach joined a turn that was already open.
+	Attached bool
+	access   Access
+}
+
+// Open opens a new turn on any node.
+func (c *Client) Open(ctx context.Context, access Access) (*Turn, error) {
+	access.TurnID = ""
+	return c.open(ctx, messages.OpenSubject(c.opts.Prefix), access)
+}
+
+// Attach joins an open turn (another connection of the same runtime, or
+// the turn's MCP sandbox) with the same authority; it gets its own lease.
+func (c *Client) Attach(ctx context.Context, h Handle, access Access) (*Turn, error) {
+	access.TurnID = h.TurnID
+	return c.open(ctx, messages.TurnSubject(c.opts.Prefix, h.Node, messages.OpAttach), access)
+}
+
+func (c *Client) open(ctx context.Context, subject string, access Access) (*Turn, error) {
+	var rep messages.OpenReply
+	if err := c.request(ctx, subject, func(ms uint32) messages.Message {
+		return &messages.OpenRequest{V: messages.Version, Access: access, TimeoutMs: ms}
+	}, &rep, false); err != nil {
+		return nil, err
+	}
+	if err := rep.Error.Err(); err != nil {
+		return nil, err
+	}
+	access.TurnID = rep.TurnID
+	return &Turn{c: c, Handle: Handle{Node: rep.Node, TurnID: rep.TurnID}, LeaseID: rep.LeaseID, Attached: rep.Attached, access: access}, nil
+}
+
+// Access returns the access context the turn's operations carry.
+func (t *Turn) Access() Access { return t.access }
+
+func (t *Turn) subject(op messages.Op) string {
+	return messages.TurnSubject(t.c.opts.Prefix, t.Handle.Node, op)
+}
+
+// ListTools lists the tools the turn's principal may see now.
+func (t *Turn) ListTools(ctx context.Context) (*messages.ListReply, error) {
+	return t.c.list(ctx, t.subject(messages.OpList), t.access, true)
+}
+
+// ListNamespaces lists the namespaces of the turn's catalogue.
+func (t *Turn) ListNamespaces(ctx context.Context) ([]messages.Namespace, error) {
+	return t.c.namespaces(ctx, t.subject(messages.OpNamespaces), t.access, true)
+}
+
+// UpdateNamespaces replaces the turn's enabled namespaces.
+func (t *Turn) UpdateNamespaces(ctx context.Context, namespaces []string) error {
+	var rep messages.AckReply
+	if err := t.c.request(ctx, t.subject(messages.OpUpdateNamespaces), func(ms uint32) messages.Message {
+		return &messages.UpdateNamespacesRequest{V: messages.Version, Access: t.access, Namespaces: namespaces, TimeoutMs: ms}
+	}, &rep, true); err != nil {
+		return err
+	}
+	return rep.Error.Err()
+}
+
+// Invoke calls the tool the turn lists as alias with JSON arguments.
+func (t *Turn) Invoke(ctx context.Context, alias string, args []byte) (*messages.InvokeReply, error) {
+	return t.c.invoke(ctx, t.subject(messages.OpInvoke), t.access, alias, args, true)
+}
+
+// Close releases this caller's lease; the turn closes when its last lease
+// is released. Closing twice is harmless.
+func (t *Turn) Close(ctx context.Context) error {
+	var rep messages.AckReply
+	if err := t.c.request(ctx, t.subject(messages.OpClose), func(ms uint32) messages.Message {
+		return &messages.CloseRequest{V: messages.Version, Access: t.access, LeaseID: t.LeaseID, TimeoutMs: ms}
+	}, &rep, true); err != nil {
+		return err
+	}
+	return rep.Error.Err()
+}
+
+// ListTools lists tools in a turn of one operation (no turn is opened).
+func (c *Client) ListTools(ctx context.Context, access Access) (*messages.ListReply, error) {
+	access.TurnID = ""
+	return c.list(ctx, messages.OneOpSubject(c.opts.Prefix, messages.OpList), access, false)
+}
+
+// Invoke calls a tool in a turn of one operation.
+func (c *Client) Invoke(ctx context.Context, access Access, alias string, args []byte) (*messages.InvokeReply, error) {
+	access.TurnID = ""
+	return c.invoke(ctx, messages.OneOpSubject(c.opts.Prefix, messages.OpInvoke), access, alias, args, false)
+}
+
+// ListNamespaces lists namespaces in a turn of one operation.
+func (c *Client) ListNamespaces(ctx context.Context, access Access) ([]messages.Namespace, error) {
+	access.TurnID = ""
+	return c.namespaces(ctx, messages.OneOpSubject(c.opts.Prefix, messages.OpNamespaces), access, false)
+}
+
+func (c *Client) list(ctx context.Context, subject string, access Access, turn bool) (*messages.ListReply, error) {
+	var rep messages.ListReply
+	if err := c.request(ctx, subject, func(ms uint32) messages.Message {
+		return &messages.TurnRequest{V: messages.Version, Access: access, TimeoutMs: ms}
+	}, &rep, turn); err != nil {
+		return nil, err
+	}
+	if err := rep.Error.Err(); err != nil {
+		return nil, err
+	}
+	return &rep, nil
+}
+
+func (c *Client) namespaces(ctx context.Context, subject string, access Access, turn bool) ([]messages.Namespace, error) {
+	var rep messages.NamespacesReply
+	if err := c.request(ctx, subject, func(ms uint32) messages.Message {
+		return &messages.TurnRequest{V: messages.Version, Access: access, TimeoutMs: ms}
+	}, &rep, turn); err != nil {
+		return nil, err
+	}
+	if err := rep.Error.Err(); err != nil {
+		return nil, err
+	}
+	return rep.Namespaces, nil
+}
+
+func (c *Client) invoke(ctx context.Context, subject string, access Access, alias string, args []byte, turn bool) (*messages.InvokeReply, error) {
+	var rep messages.InvokeReply
+	if err := c.request(ctx, subject, func(ms uint32) messages.Message {
+		return &messages.InvokeRequest{V: messages.Version, Access: access, Tool: alias, Args: args, TimeoutMs: ms}
+	}, &rep, turn); err != nil {
+		return nil, err
+	}
+	if err := rep.Error.Err(); err != nil {
+		return nil, err
+	}
+	return &rep, nil
+}
+
+// request sends one request and decodes the reply into rep. build gets the
+// time the caller will wait, in milliseconds, for the node's own deadline.
+// turn says the subject names a turn's node (no responders = turn gone).
+func (c *Client) request(ctx context.Context, subject string, build func(uint32) messages.Message, rep messages.Message, turn bool) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.opts.Timeout)
+		defer cancel()
+	}
+	dl, _ := ctx.Deadline()
+	wait := time.Until(dl)
+	if wait <= 0 {
+		return ctx.Err()
+	}
+	// Leave the node a little less than our wait, so its answer (even a
+	// timeout) arrives before we give up.
+	ms := uint32(min(wait.Milliseconds()*9/10, 1<<31))
+	data, err := messages.Encode(build(ms))
+	if err != nil {
+		return fmt.Errorf("client: encoding request: %w", err)
+	}
+	msg, err := c.nc.RequestWithContext(ctx, subject, data)
+	switch {
+	case errors.Is(err, nats.ErrNoResponders) && turn:
+		return reason.New(reason.TurnNotFound, "no node answers for %s (the turn's node is gone)", subject)
+	case errors.Is(err, nats.ErrNoResponders):
+		return reason.New(reason.NodeUnavailable, "no SharedOS node is serving %s", subject)
+	case err != nil:
+		return fmt.Errorf("client: %s: %w", subject, err)
+	}
+	if err := messages.Decode(msg.Data, rep, c.opts.Limits); err != nil {
+		return fmt.Errorf("client: reply on %s: %w", subject, err)
+	}
+	return nil
+}
+
+// Resume returns a Turn for a handle and lease obtained earlier (by this
+// process or another, e.g. the CLI's saved turn) without a round trip.
+func (c *Client) Resume(h Handle, leaseID string, access Access) *Turn {
+	access.TurnID = h.TurnID
+	return &Turn{c: c, Handle: h, LeaseID: leaseID, access: access}
+}

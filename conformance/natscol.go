@@ -1,0 +1,159 @@
+package conformance
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sharedos/sharedos/actors"
+	"github.com/sharedos/sharedos/authority"
+	"github.com/sharedos/sharedos/catalog"
+	"github.com/sharedos/sharedos/client"
+	"github.com/sharedos/sharedos/internal/natsfront"
+	"github.com/sharedos/sharedos/internal/natsserver/natstest"
+	"github.com/sharedos/sharedos/internal/providers"
+	"github.com/sharedos/sharedos/messages"
+)
+
+// NATS is the column that drives a node through the Go client over a real
+// embedded nats-server: msgpack on the wire, the node's front, the kernel.
+var NATS = Column{
+	Name: "nats",
+	Start: func(t testing.TB, f *Fixture, opts actors.Options) Driver {
+		_, nc := natstest.Start(t, false)
+		k, err := actors.New(opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		front, err := natsfront.Serve(nc, k, natsfront.Options{Logger: opts.Logger})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = front.Stop()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_ = k.Shutdown(ctx)
+		})
+		return &ClientDriver{C: client.New(nc, nil)}
+	},
+}
+
+// ClientDriver adapts the Go client to Driver. It remembers each turn's
+// node, as an agent runtime holding a turn handle would.
+type ClientDriver struct {
+	C     *client.Client
+	mu    sync.Mutex
+	nodes map[string]string
+}
+
+func toWire(a authority.AccessContext) client.Access {
+	return client.Access{Tenant: a.Tenant, Principal: a.Principal, Credential: a.CredentialProfile, TurnID: a.TurnID,
+		Namespaces: a.EnabledNamespaces, Attributes: a.Attributes}
+}
+
+func (d *ClientDriver) turn(a authority.AccessContext) *client.Turn {
+	d.mu.Lock()
+	node := d.nodes[a.TurnID]
+	d.mu.Unlock()
+	return d.C.Resume(client.Handle{Node: node, TurnID: a.TurnID}, "", toWire(a))
+}
+
+// Open implements Driver.
+func (d *ClientDriver) Open(ctx context.Context, a authority.AccessContext) (actors.Opened, error) {
+	var t *client.Turn
+	var err error
+	if a.TurnID != "" {
+		d.mu.Lock()
+		node := d.nodes[a.TurnID]
+		d.mu.Unlock()
+		t, err = d.C.Attach(ctx, client.Handle{Node: node, TurnID: a.TurnID}, toWire(a))
+	} else {
+		t, err = d.C.Open(ctx, toWire(a))
+	}
+	if err != nil {
+		return actors.Opened{}, err
+	}
+	d.mu.Lock()
+	if d.nodes == nil {
+		d.nodes = map[string]string{}
+	}
+	d.nodes[t.Handle.TurnID] = t.Handle.Node
+	d.mu.Unlock()
+	return actors.Opened{TurnID: t.Handle.TurnID, LeaseID: t.LeaseID, Attached: t.Attached}, nil
+}
+
+// ListTools implements Driver.
+func (d *ClientDriver) ListTools(ctx context.Context, a authority.AccessContext) (actors.ToolList, error) {
+	var rep *messages.ListReply
+	var err error
+	if a.TurnID == "" {
+		rep, err = d.C.ListTools(ctx, toWire(a))
+	} else {
+		rep, err = d.turn(a).ListTools(ctx)
+	}
+	if err != nil {
+		return actors.ToolList{}, err
+	}
+	out := actors.ToolList{CatalogHash: rep.CatalogHash}
+	for _, t := range rep.Tools {
+		out.Tools = append(out.Tools, actors.ListedTool{
+			Alias: t.Alias, Identity: catalog.Identity{Provider: t.Provider, Name: t.Name}, Namespace: t.Namespace,
+			Revision: t.Revision, Description: t.Description, InputSchema: t.InputSchema, OutputSchema: t.OutputSchema, Annotations: t.Annotations,
+		})
+	}
+	return out, nil
+}
+
+// ListNamespaces implements Driver.
+func (d *ClientDriver) ListNamespaces(ctx context.Context, a authority.AccessContext) ([]actors.NamespaceInfo, error) {
+	var ns []messages.Namespace
+	var err error
+	if a.TurnID == "" {
+		ns, err = d.C.ListNamespaces(ctx, toWire(a))
+	} else {
+		ns, err = d.turn(a).ListNamespaces(ctx)
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := make([]actors.NamespaceInfo, len(ns))
+	for i, n := range ns {
+		out[i] = actors.NamespaceInfo{Name: n.Name, Enabled: n.Enabled, Tools: n.Tools}
+	}
+	return out, nil
+}
+
+// UpdateNamespaces implements Driver.
+func (d *ClientDriver) UpdateNamespaces(ctx context.Context, a authority.AccessContext, ns []string) error {
+	return d.turn(a).UpdateNamespaces(ctx, ns)
+}
+
+// Invoke implements Driver.
+func (d *ClientDriver) Invoke(ctx context.Context, a authority.AccessContext, alias string, args []byte) (actors.CallResult, error) {
+	var rep *messages.InvokeReply
+	var err error
+	if a.TurnID == "" {
+		rep, err = d.C.Invoke(ctx, toWire(a), alias, args)
+	} else {
+		rep, err = d.turn(a).Invoke(ctx, alias, args)
+	}
+	if err != nil {
+		return actors.CallResult{}, err
+	}
+	return actors.CallResult{
+		CallID: rep.CallID, CatalogHash: rep.CatalogHash, Alias: rep.Alias,
+		Identity: catalog.Identity{Provider: rep.Provider, Name: rep.Name},
+		Result:   providers.Result{Text: rep.Text, Structured: json.RawMessage(rep.Structured), IsError: rep.IsError},
+		Duration: time.Duration(rep.DurationUs) * time.Microsecond,
+	}, nil
+}
+
+// Close implements Driver.
+func (d *ClientDriver) Close(ctx context.Context, a authority.AccessContext, leaseID string) error {
+	t := d.turn(a)
+	t.LeaseID = leaseID
+	return t.Close(ctx)
+}

@@ -1,0 +1,324 @@
+// Package config is the node's one configuration struct, decoded from
+// cluster.yaml at the edge (cmd/node) and passed down explicitly.
+package config
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"time"
+
+	"github.com/goccy/go-yaml"
+
+	"github.com/sharedos/sharedos/authority"
+	"github.com/sharedos/sharedos/catalog"
+	"github.com/sharedos/sharedos/internal/providers"
+)
+
+// Config is cluster.yaml.
+type Config struct {
+	Node       Node        `yaml:"node"`
+	NATS       NATS        `yaml:"nats"`
+	Kernel     Kernel      `yaml:"kernel"`
+	Audit      Audit       `yaml:"audit"`
+	Principals []Principal `yaml:"principals"`
+	Providers  []Provider  `yaml:"providers"`
+}
+
+// Node is this node's identity and local endpoints.
+type Node struct {
+	// ID names the node; turn ids it mints start with it. Default "node-1".
+	ID string `yaml:"id"`
+	// DataDir holds JetStream's store and the node's keys. Default "./data".
+	DataDir string `yaml:"data_dir"`
+	// HTTP is the address of /metrics, /healthz and /readyz. Default
+	// "127.0.0.1:8321"; "off" disables it.
+	HTTP string `yaml:"http"`
+	// ShutdownTimeout bounds draining on SIGTERM. Default 15s.
+	ShutdownTimeout Duration `yaml:"shutdown_timeout"`
+}
+
+// NATS is how the node reaches NATS.
+type NATS struct {
+	// URLs of an external NATS cluster; empty starts an embedded server.
+	URLs []string `yaml:"urls"`
+	// Prefix of every subject. Default "sharedos".
+	Prefix string `yaml:"prefix"`
+	// Embedded configures the embedded server (used when URLs is empty).
+	Embedded Embedded `yaml:"embedded"`
+	// MaxMessageBytes bounds a request frame. Default 1 MiB.
+	MaxMessageBytes int `yaml:"max_message_bytes"`
+}
+
+// Embedded is the embedded nats-server.
+type Embedded struct {
+	Host string `yaml:"host"` // default 127.0.0.1
+	Port int    `yaml:"port"` // default 4222; 0 picks a free port
+}
+
+// Kernel are the turn kernel's limits.
+type Kernel struct {
+	StepCeiling        int      `yaml:"step_ceiling"`
+	MaxInFlightPerTurn int      `yaml:"max_in_flight_per_turn"`
+	MaxTurns           int      `yaml:"max_turns"`
+	IdleTimeout        Duration `yaml:"idle_timeout"`
+	ResolveTimeout     Duration `yaml:"resolve_timeout"`
+	CallTimeout        Duration `yaml:"call_timeout"`
+}
+
+// Audit is the audit stream's policy.
+type Audit struct {
+	// Durability: "acked" (default) — a call runs only once its
+	// tool.invoked is stored by the stream; "async" — events are
+	// published without waiting.
+	Durability string `yaml:"durability"`
+	// FailOpen lets calls proceed when the stream cannot take events
+	// (default false: they are refused).
+	FailOpen bool `yaml:"fail_open"`
+	// Stream is the JetStream stream name. Default "SHAREDOS_AUDIT".
+	Stream string `yaml:"stream"`
+	// MaxAge bounds retention. Default 720h (30 days).
+	MaxAge Duration `yaml:"max_age"`
+}
+
+// Principal is a principal and its grants.
+type Principal struct {
+	Tenant    string                `yaml:"tenant"`
+	Principal string                `yaml:"principal"`
+	Grants    []authority.GrantSpec `yaml:"grants"`
+}
+
+// Provider is a configured provider.
+type Provider struct {
+	ID string `yaml:"id"`
+	// Kind: "static" (tools below, run in process by named handlers) or
+	// "nats" (a provider reached over NATS).
+	Kind     string `yaml:"kind"`
+	Required bool   `yaml:"required"`
+	Tools    []Tool `yaml:"tools"`
+}
+
+// Tool is a static tool.
+type Tool struct {
+	Name         string         `yaml:"name"`
+	Namespace    string         `yaml:"namespace"`
+	Description  string         `yaml:"description"`
+	Capability   string         `yaml:"capability"`
+	Requirement  string         `yaml:"requirement"`
+	Handler      string         `yaml:"handler"`
+	InputSchema  map[string]any `yaml:"input_schema"`
+	OutputSchema map[string]any `yaml:"output_schema"`
+	Annotations  map[string]any `yaml:"annotations"`
+}
+
+// Duration is a time.Duration written as "10m" in YAML.
+type Duration time.Duration
+
+// UnmarshalYAML parses a Go duration string.
+func (d *Duration) UnmarshalYAML(b []byte) error {
+	var s string
+	if err := yaml.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// Load reads and validates a config file.
+func Load(path string) (*Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(b)
+}
+
+// Parse decodes YAML strictly (unknown fields are errors), applies
+// defaults and validates.
+func Parse(b []byte) (*Config, error) {
+	var c Config
+	if err := yaml.UnmarshalWithOptions(b, &c, yaml.Strict()); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	c.defaults()
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+func (c *Config) defaults() {
+	if c.Node.ID == "" {
+		c.Node.ID = "node-1"
+	}
+	if c.Node.DataDir == "" {
+		c.Node.DataDir = "./data"
+	}
+	if c.Node.HTTP == "" {
+		c.Node.HTTP = "127.0.0.1:8321"
+	}
+	if c.Node.ShutdownTimeout == 0 {
+		c.Node.ShutdownTimeout = Duration(15 * time.Second)
+	}
+	if c.NATS.Prefix == "" {
+		c.NATS.Prefix = "sharedos"
+	}
+	if c.NATS.Embedded.Host == "" {
+		c.NATS.Embedded.Host = "127.0.0.1"
+	}
+	if c.NATS.MaxMessageBytes == 0 {
+		c.NATS.MaxMessageBytes = 1 << 20
+	}
+	if c.Audit.Durability == "" {
+		c.Audit.Durability = "acked"
+	}
+	if c.Audit.Stream == "" {
+		c.Audit.Stream = "SHAREDOS_AUDIT"
+	}
+	if c.Audit.MaxAge == 0 {
+		c.Audit.MaxAge = Duration(30 * 24 * time.Hour)
+	}
+}
+
+var (
+	idPattern     = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
+	prefixPattern = regexp.MustCompile(`^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$`)
+)
+
+// Validate reports the first thing wrong, naming where.
+func (c *Config) Validate() error {
+	var errs []error
+	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf("config: "+format, args...)) }
+	if !idPattern.MatchString(c.Node.ID) {
+		add("node.id %q must match %s (no dots: it is a subject token)", c.Node.ID, idPattern)
+	}
+	if !prefixPattern.MatchString(c.NATS.Prefix) {
+		add("nats.prefix %q is not a valid subject prefix", c.NATS.Prefix)
+	}
+	switch c.Audit.Durability {
+	case "acked", "async":
+	default:
+		add("audit.durability %q must be acked or async", c.Audit.Durability)
+	}
+	if c.NATS.MaxMessageBytes < 1024 {
+		add("nats.max_message_bytes %d is below 1024", c.NATS.MaxMessageBytes)
+	}
+	seen := map[[2]string]bool{}
+	for i, p := range c.Principals {
+		if p.Tenant == "" || p.Principal == "" {
+			add("principals[%d]: tenant and principal are required", i)
+		}
+		if seen[[2]string{p.Tenant, p.Principal}] {
+			add("principals[%d]: %s/%s listed twice", i, p.Tenant, p.Principal)
+		}
+		seen[[2]string{p.Tenant, p.Principal}] = true
+		for _, g := range p.Grants {
+			if _, err := g.Compile(); err != nil {
+				add("principals[%d]: %v", i, err)
+			}
+		}
+	}
+	ids := map[string]bool{}
+	for i, p := range c.Providers {
+		if !idPattern.MatchString(p.ID) {
+			add("providers[%d]: id %q must match %s", i, p.ID, idPattern)
+		}
+		if ids[p.ID] {
+			add("providers[%d]: id %q listed twice", i, p.ID)
+		}
+		ids[p.ID] = true
+		switch p.Kind {
+		case "static":
+			if len(p.Tools) == 0 {
+				add("providers[%d] (%s): a static provider needs tools", i, p.ID)
+			}
+		case "nats":
+			if len(p.Tools) > 0 {
+				add("providers[%d] (%s): a nats provider's tools come from the provider, not the config", i, p.ID)
+			}
+		default:
+			add("providers[%d] (%s): kind %q must be static or nats", i, p.ID, p.Kind)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// AuthoritySource builds the static grant source.
+func (c *Config) AuthoritySource() (*authority.StaticSource, error) {
+	m := map[[2]string][]authority.GrantSpec{}
+	for _, p := range c.Principals {
+		m[[2]string{p.Tenant, p.Principal}] = p.Grants
+	}
+	return authority.NewStaticSource(m)
+}
+
+// StaticProviders builds the static providers, binding each tool to its
+// named handler from handlers (see providers.Builtins).
+func (c *Config) StaticProviders(handlers map[string]providers.Handler) ([]*providers.Static, error) {
+	var out []*providers.Static
+	for _, p := range c.Providers {
+		if p.Kind != "static" {
+			continue
+		}
+		var tools []providers.StaticTool
+		for _, t := range p.Tools {
+			h, ok := handlers[t.Handler]
+			if !ok {
+				return nil, fmt.Errorf("config: provider %s tool %s: unknown handler %q", p.ID, t.Name, t.Handler)
+			}
+			def, err := t.definition()
+			if err != nil {
+				return nil, fmt.Errorf("config: provider %s tool %s: %w", p.ID, t.Name, err)
+			}
+			tools = append(tools, providers.StaticTool{Definition: def, Handler: h})
+		}
+		s, err := providers.NewStatic(p.ID, tools)
+		if err != nil {
+			return nil, fmt.Errorf("config: %w", err)
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// Required lists the providers configured as required.
+func (c *Config) Required() []string {
+	var out []string
+	for _, p := range c.Providers {
+		if p.Required {
+			out = append(out, p.ID)
+		}
+	}
+	return out
+}
+
+func (t Tool) definition() (catalog.Definition, error) {
+	raw := func(m map[string]any) (json.RawMessage, error) {
+		if m == nil {
+			return nil, nil
+		}
+		return json.Marshal(m)
+	}
+	in, err := raw(t.InputSchema)
+	if err != nil {
+		return catalog.Definition{}, err
+	}
+	out, err := raw(t.OutputSchema)
+	if err != nil {
+		return catalog.Definition{}, err
+	}
+	ann, err := raw(t.Annotations)
+	if err != nil {
+		return catalog.Definition{}, err
+	}
+	return catalog.Definition{
+		Name: t.Name, Namespace: t.Namespace, Description: t.Description, Capability: t.Capability,
+		Requirement: t.Requirement, InputSchema: in, OutputSchema: out, Annotations: ann,
+	}, nil
+}

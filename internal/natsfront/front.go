@@ -1,0 +1,211 @@
+// Package natsfront serves a node's kernel over NATS: the turn protocol of
+// package messages, registered as a NATS micro service ("sharedos") so
+// `nats micro ls/info/stats` show the node and its endpoints.
+//
+// Opens and operations that name no turn are load-balanced over a queue
+// group shared by every node; a turn's later operations are addressed to
+// the node that owns it (its id is in the subject), so nothing is looked up
+// on the call path. Each request is bounded and guarded before it is
+// decoded, then handled on its own goroutine (the NATS subscription stays
+// free); beyond MaxConcurrent requests in flight, requests are refused
+// overloaded at once rather than queued without bound.
+package natsfront
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/sharedos/sharedos/actors"
+	"github.com/sharedos/sharedos/authority"
+	"github.com/sharedos/sharedos/internal/workpool"
+	"github.com/sharedos/sharedos/messages"
+	"github.com/sharedos/sharedos/reason"
+)
+
+// Options configure a Front.
+type Options struct {
+	Prefix        string // default "sharedos"
+	Version       string // service version reported by micro; default "0.1.0"
+	Limits        messages.Limits
+	MaxConcurrent int           // requests in flight; default 4096
+	MaxTimeout    time.Duration // cap on a request's own timeout; default 2m
+	Logger        *slog.Logger
+	// Observe, if set, is called after each request with its op, outcome
+	// code ("" for success) and latency (metrics).
+	Observe func(op messages.Op, code reason.Code, d time.Duration)
+}
+
+// Front is a running NATS front.
+type Front struct {
+	k    *actors.Kernel
+	opts Options
+	svc  micro.Service
+	sem  chan struct{}
+	pool *workpool.Pool
+	wg   sync.WaitGroup
+	once sync.Once
+}
+
+// Serve registers the kernel's endpoints on nc and starts serving.
+func Serve(nc *nats.Conn, k *actors.Kernel, opts Options) (*Front, error) {
+	if opts.Prefix == "" {
+		opts.Prefix = "sharedos"
+	}
+	if opts.Version == "" {
+		opts.Version = "0.1.0"
+	}
+	if opts.Limits == (messages.Limits{}) {
+		opts.Limits = messages.DefaultLimits()
+	}
+	if opts.MaxConcurrent == 0 {
+		opts.MaxConcurrent = 4096
+	}
+	if opts.MaxTimeout == 0 {
+		opts.MaxTimeout = 2 * time.Minute
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	f := &Front{k: k, opts: opts, sem: make(chan struct{}, opts.MaxConcurrent), pool: workpool.New(64)}
+	svc, err := micro.AddService(nc, micro.Config{
+		Name:        "sharedos",
+		Version:     opts.Version,
+		Description: "SharedOS turn kernel: catalogue resolved once per turn, live authority, audited calls",
+		Metadata:    map[string]string{"node": k.Node(), "prefix": opts.Prefix, "protocol": fmt.Sprint(messages.Version)},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("natsfront: registering service: %w", err)
+	}
+	f.svc = svc
+	type ep struct {
+		name, subject, queue string
+		op                   messages.Op
+		handle               handler
+	}
+	node, p := k.Node(), opts.Prefix
+	eps := []ep{
+		{"open", messages.OpenSubject(p), messages.QueueGroup, messages.OpOpen, f.open},
+		{"attach", messages.TurnSubject(p, node, messages.OpAttach), "", messages.OpAttach, f.open},
+		{"list", messages.TurnSubject(p, node, messages.OpList), "", messages.OpList, f.list},
+		{"namespaces", messages.TurnSubject(p, node, messages.OpNamespaces), "", messages.OpNamespaces, f.namespaces},
+		{"update_namespaces", messages.TurnSubject(p, node, messages.OpUpdateNamespaces), "", messages.OpUpdateNamespaces, f.updateNamespaces},
+		{"invoke", messages.TurnSubject(p, node, messages.OpInvoke), "", messages.OpInvoke, f.invoke},
+		{"close", messages.TurnSubject(p, node, messages.OpClose), "", messages.OpClose, f.close},
+		{"oneop_list", messages.OneOpSubject(p, messages.OpList), messages.QueueGroup, messages.OpList, f.list},
+		{"oneop_namespaces", messages.OneOpSubject(p, messages.OpNamespaces), messages.QueueGroup, messages.OpNamespaces, f.namespaces},
+		{"oneop_invoke", messages.OneOpSubject(p, messages.OpInvoke), messages.QueueGroup, messages.OpInvoke, f.invoke},
+	}
+	for _, e := range eps {
+		opt := []micro.EndpointOpt{micro.WithEndpointSubject(e.subject)}
+		if e.queue != "" {
+			opt = append(opt, micro.WithEndpointQueueGroup(e.queue))
+		} else {
+			// The subject names this node; no other node subscribes to it.
+			opt = append(opt, micro.WithEndpointQueueGroupDisabled())
+		}
+		kind := turnSubject
+		switch e.subject {
+		case messages.OneOpSubject(p, e.op):
+			kind = oneOpSubject
+		case messages.OpenSubject(p):
+			kind = openSubject
+		}
+		if err := svc.AddEndpoint(e.name, micro.HandlerFunc(func(r micro.Request) { f.dispatch(r, e.op, kind, e.handle) }), opt...); err != nil {
+			_ = svc.Stop()
+			return nil, fmt.Errorf("natsfront: endpoint %s: %w", e.name, err)
+		}
+	}
+	return f, nil
+}
+
+// Stop stops taking requests (draining the subscriptions) and waits for
+// those in flight. Idempotent.
+func (f *Front) Stop() error {
+	var err error
+	f.once.Do(func() {
+		err = f.svc.Stop()
+		f.wg.Wait()
+		f.pool.Close()
+	})
+	return err
+}
+
+// handler decodes one request and answers it; an error is sent as the
+// op's reply type carrying the error's reason code.
+type handler func(ctx context.Context, data []byte) (messages.Message, error)
+
+// subjectKind says which subject a request arrived on.
+type subjectKind int
+
+const (
+	turnSubject subjectKind = iota
+	openSubject
+	oneOpSubject
+)
+
+type subjectKey struct{}
+
+// dispatch bounds concurrency and runs the handler off the subscription.
+func (f *Front) dispatch(r micro.Request, op messages.Op, kind subjectKind, handle handler) {
+	start := time.Now()
+	select {
+	case f.sem <- struct{}{}:
+	default:
+		f.reply(r, op, start, nil, reason.New(reason.Overloaded, "node %s has %d requests in flight", f.k.Node(), cap(f.sem)))
+		return
+	}
+	data := r.Data()
+	f.wg.Add(1)
+	f.pool.Go(func() {
+		defer f.wg.Done()
+		defer func() { <-f.sem }()
+		if max := f.opts.Limits.MaxBytes; max > 0 && len(data) > max {
+			f.reply(r, op, start, nil, reason.New(reason.InvalidRequest, "frame of %d bytes exceeds %d", len(data), max))
+			return
+		}
+		msg, err := handle(context.WithValue(context.Background(), subjectKey{}, kind), data)
+		f.reply(r, op, start, msg, err)
+	})
+}
+
+func (f *Front) reply(r micro.Request, op messages.Op, start time.Time, msg messages.Message, err error) {
+	var b []byte
+	if err != nil {
+		b = errorReply(op, err)
+	} else {
+		b = encode(msg)
+	}
+	if rerr := r.Respond(b); rerr != nil && !errors.Is(rerr, nats.ErrConnectionClosed) {
+		f.opts.Logger.Warn("natsfront: reply failed", "op", op, "err", rerr)
+	}
+	if f.opts.Observe != nil {
+		f.opts.Observe(op, reason.Of(err), time.Since(start))
+	}
+}
+
+// requestContext derives the operation's context from the caller's timeout.
+func (f *Front) requestContext(parent context.Context, timeoutMs uint32) (context.Context, context.CancelFunc) {
+	d := f.opts.MaxTimeout
+	if t := time.Duration(timeoutMs) * time.Millisecond; t > 0 && t < d {
+		d = t
+	}
+	return context.WithTimeout(parent, d)
+}
+
+func accessOf(a messages.Access) authority.AccessContext {
+	return authority.AccessContext{
+		Tenant: a.Tenant, Principal: a.Principal, CredentialProfile: a.Credential, TurnID: a.TurnID,
+		EnabledNamespaces: a.Namespaces, Attributes: a.Attributes,
+	}
+}
+
+func malformed(err error) error {
+	return reason.New(reason.InvalidRequest, "%v", err)
+}

@@ -1,0 +1,165 @@
+package natsfront
+
+import (
+	"context"
+
+	"github.com/sharedos/sharedos/messages"
+	"github.com/sharedos/sharedos/reason"
+)
+
+func encode(m messages.Message) []byte {
+	b, err := messages.Encode(m)
+	if err != nil {
+		// Replies are built from kernel values; encoding cannot fail.
+		b, _ = messages.Encode(&messages.AckReply{V: messages.Version, Error: &messages.Error{Code: string(reason.Internal), Message: "encoding reply: " + err.Error()}})
+	}
+	return b
+}
+
+// errorReply is the reply type of op carrying err.
+func errorReply(op messages.Op, err error) []byte {
+	e := messages.ErrorOf(err)
+	switch op {
+	case messages.OpOpen, messages.OpAttach:
+		return encode(&messages.OpenReply{V: messages.Version, Error: e})
+	case messages.OpList:
+		return encode(&messages.ListReply{V: messages.Version, Error: e})
+	case messages.OpNamespaces:
+		return encode(&messages.NamespacesReply{V: messages.Version, Error: e})
+	case messages.OpInvoke:
+		return encode(&messages.InvokeReply{V: messages.Version, Error: e})
+	default:
+		return encode(&messages.AckReply{V: messages.Version, Error: e})
+	}
+}
+
+func isOneOp(ctx context.Context) bool { return ctx.Value(subjectKey{}) == oneOpSubject }
+
+func (f *Front) isOpen(ctx context.Context) bool { return ctx.Value(subjectKey{}) == openSubject }
+
+// turnAccess refuses a turn subject without a turn id and a one-operation
+// subject with one, so the subject always says what the request is.
+func turnAccess(ctx context.Context, a messages.Access) error {
+	switch one := isOneOp(ctx); {
+	case one && a.TurnID != "":
+		return reason.New(reason.InvalidRequest, "a one-operation request names no turn; send it to the turn's node")
+	case !one && a.TurnID == "":
+		return reason.New(reason.InvalidRequest, "a turn request names its turn")
+	}
+	return nil
+}
+
+func (f *Front) open(ctx context.Context, data []byte) (messages.Message, error) {
+	var req messages.OpenRequest
+	if err := messages.Decode(data, &req, f.opts.Limits); err != nil {
+		return nil, malformed(err)
+	}
+	if f.isOpen(ctx) && req.Access.TurnID != "" {
+		return nil, reason.New(reason.InvalidRequest, "open mints the turn id; join an existing turn with attach on its node")
+	}
+	if !f.isOpen(ctx) && req.Access.TurnID == "" {
+		return nil, reason.New(reason.InvalidRequest, "attach names the turn to join")
+	}
+	ctx, cancel := f.requestContext(ctx, req.TimeoutMs)
+	defer cancel()
+	o, err := f.k.Open(ctx, accessOf(req.Access))
+	if err != nil {
+		return nil, err
+	}
+	return &messages.OpenReply{V: messages.Version, Node: f.k.Node(), TurnID: o.TurnID, LeaseID: o.LeaseID, Attached: o.Attached}, nil
+}
+
+func (f *Front) list(ctx context.Context, data []byte) (messages.Message, error) {
+	var req messages.TurnRequest
+	if err := messages.Decode(data, &req, f.opts.Limits); err != nil {
+		return nil, malformed(err)
+	}
+	if err := turnAccess(ctx, req.Access); err != nil {
+		return nil, err
+	}
+	ctx, cancel := f.requestContext(ctx, req.TimeoutMs)
+	defer cancel()
+	l, err := f.k.ListTools(ctx, accessOf(req.Access))
+	if err != nil {
+		return nil, err
+	}
+	rep := &messages.ListReply{V: messages.Version, CatalogHash: l.CatalogHash, Tools: make([]messages.Tool, len(l.Tools))}
+	for i, t := range l.Tools {
+		rep.Tools[i] = messages.Tool{
+			Alias: t.Alias, Provider: t.Identity.Provider, Name: t.Identity.Name, Namespace: t.Namespace, Revision: t.Revision,
+			Description: t.Description, InputSchema: t.InputSchema, OutputSchema: t.OutputSchema, Annotations: t.Annotations,
+		}
+	}
+	return rep, nil
+}
+
+func (f *Front) namespaces(ctx context.Context, data []byte) (messages.Message, error) {
+	var req messages.TurnRequest
+	if err := messages.Decode(data, &req, f.opts.Limits); err != nil {
+		return nil, malformed(err)
+	}
+	if err := turnAccess(ctx, req.Access); err != nil {
+		return nil, err
+	}
+	ctx, cancel := f.requestContext(ctx, req.TimeoutMs)
+	defer cancel()
+	ns, err := f.k.ListNamespaces(ctx, accessOf(req.Access))
+	if err != nil {
+		return nil, err
+	}
+	rep := &messages.NamespacesReply{V: messages.Version, Namespaces: make([]messages.Namespace, len(ns))}
+	for i, n := range ns {
+		rep.Namespaces[i] = messages.Namespace{Name: n.Name, Enabled: n.Enabled, Tools: n.Tools}
+	}
+	return rep, nil
+}
+
+func (f *Front) updateNamespaces(ctx context.Context, data []byte) (messages.Message, error) {
+	var req messages.UpdateNamespacesRequest
+	if err := messages.Decode(data, &req, f.opts.Limits); err != nil {
+		return nil, malformed(err)
+	}
+	if err := turnAccess(ctx, req.Access); err != nil {
+		return nil, err
+	}
+	ctx, cancel := f.requestContext(ctx, req.TimeoutMs)
+	defer cancel()
+	if err := f.k.UpdateNamespaces(ctx, accessOf(req.Access), req.Namespaces); err != nil {
+		return nil, err
+	}
+	return &messages.AckReply{V: messages.Version}, nil
+}
+
+func (f *Front) invoke(ctx context.Context, data []byte) (messages.Message, error) {
+	var req messages.InvokeRequest
+	if err := messages.Decode(data, &req, f.opts.Limits); err != nil {
+		return nil, malformed(err)
+	}
+	if err := turnAccess(ctx, req.Access); err != nil {
+		return nil, err
+	}
+	ctx, cancel := f.requestContext(ctx, req.TimeoutMs)
+	defer cancel()
+	res, err := f.k.Invoke(ctx, accessOf(req.Access), req.Tool, req.Args)
+	if err != nil {
+		return nil, err
+	}
+	return &messages.InvokeReply{
+		V: messages.Version, CallID: res.CallID, CatalogHash: res.CatalogHash, Alias: res.Alias,
+		Provider: res.Identity.Provider, Name: res.Identity.Name, Text: res.Result.Text, Structured: res.Result.Structured,
+		IsError: res.Result.IsError, DurationUs: res.Duration.Microseconds(),
+	}, nil
+}
+
+func (f *Front) close(ctx context.Context, data []byte) (messages.Message, error) {
+	var req messages.CloseRequest
+	if err := messages.Decode(data, &req, f.opts.Limits); err != nil {
+		return nil, malformed(err)
+	}
+	ctx, cancel := f.requestContext(ctx, req.TimeoutMs)
+	defer cancel()
+	if err := f.k.Close(ctx, accessOf(req.Access), req.LeaseID); err != nil {
+		return nil, err
+	}
+	return &messages.AckReply{V: messages.Version}, nil
+}

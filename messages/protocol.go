@@ -1,0 +1,225 @@
+package messages
+
+import (
+	"fmt"
+
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/sharedos/sharedos/reason"
+)
+
+// Version is the protocol version this package speaks.
+const Version = 1
+
+// Op names an operation; it is the last subject token.
+type Op string
+
+// The operations.
+const (
+	OpOpen             Op = "open"
+	OpAttach           Op = "attach"
+	OpList             Op = "list"
+	OpNamespaces       Op = "namespaces"
+	OpUpdateNamespaces Op = "update_namespaces"
+	OpInvoke           Op = "invoke"
+	OpClose            Op = "close"
+)
+
+// QueueGroup is the queue group nodes share for opens and one-operation turns.
+const QueueGroup = "sharedos-nodes"
+
+// OpenSubject is where opens go (any node).
+func OpenSubject(prefix string) string { return prefix + ".turn.open" }
+
+// TurnSubject is where a turn's later operations go: its node.
+func TurnSubject(prefix, node string, op Op) string { return prefix + ".turn." + node + "." + string(op) }
+
+// OneOpSubject is where operations naming no turn go (any node).
+func OneOpSubject(prefix string, op Op) string { return prefix + ".op." + string(op) }
+
+// Access is the caller's authority context. The node stamps the
+// operation's instant itself: a caller cannot choose the time its grants
+// are judged at.
+type Access struct {
+	Tenant     string            `msgpack:"tenant"`
+	Principal  string            `msgpack:"principal"`
+	Credential string            `msgpack:"credential,omitempty"`
+	TurnID     string            `msgpack:"turn,omitempty"`
+	Namespaces []string          `msgpack:"namespaces,omitempty"`
+	Attributes map[string]string `msgpack:"attributes,omitempty"`
+}
+
+// Error is a refusal or failure on the wire.
+type Error struct {
+	Code    string `msgpack:"code"`
+	Message string `msgpack:"message,omitempty"`
+}
+
+// Err returns e as a *reason.Error (nil for nil).
+func (e *Error) Err() error {
+	if e == nil {
+		return nil
+	}
+	return &reason.Error{Code: reason.Code(e.Code), Message: e.Message}
+}
+
+// ErrorOf converts err to its wire form (nil for nil).
+func ErrorOf(err error) *Error {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	var re *reason.Error
+	if r, ok := err.(*reason.Error); ok {
+		re = r
+		msg = r.Message
+	}
+	if re == nil {
+		return &Error{Code: string(reason.Of(err)), Message: msg}
+	}
+	return &Error{Code: string(re.Code), Message: msg}
+}
+
+// OpenRequest opens a turn, or attaches to it when Access.TurnID names an
+// open turn with the same authority.
+type OpenRequest struct {
+	V         int    `msgpack:"v"`
+	Access    Access `msgpack:"access"`
+	TimeoutMs uint32 `msgpack:"timeout_ms,omitempty"`
+}
+
+// OpenReply answers OpenRequest.
+type OpenReply struct {
+	V        int    `msgpack:"v"`
+	Error    *Error `msgpack:"error,omitempty"`
+	Node     string `msgpack:"node,omitempty"`
+	TurnID   string `msgpack:"turn,omitempty"`
+	LeaseID  string `msgpack:"lease,omitempty"`
+	Attached bool   `msgpack:"attached,omitempty"`
+}
+
+// TurnRequest is list and namespaces.
+type TurnRequest struct {
+	V         int    `msgpack:"v"`
+	Access    Access `msgpack:"access"`
+	TimeoutMs uint32 `msgpack:"timeout_ms,omitempty"`
+}
+
+// Tool is a listed tool. Schemas and annotations are JSON.
+type Tool struct {
+	Alias        string `msgpack:"alias"`
+	Provider     string `msgpack:"provider"`
+	Name         string `msgpack:"name"`
+	Namespace    string `msgpack:"namespace"`
+	Revision     string `msgpack:"revision"`
+	Description  string `msgpack:"description"`
+	InputSchema  []byte `msgpack:"input_schema"`
+	OutputSchema []byte `msgpack:"output_schema,omitempty"`
+	Annotations  []byte `msgpack:"annotations,omitempty"`
+}
+
+// ListReply answers list.
+type ListReply struct {
+	V           int    `msgpack:"v"`
+	Error       *Error `msgpack:"error,omitempty"`
+	CatalogHash string `msgpack:"catalog_hash,omitempty"`
+	Tools       []Tool `msgpack:"tools,omitempty"`
+}
+
+// Namespace describes one namespace of a turn's catalogue.
+type Namespace struct {
+	Name    string `msgpack:"name"`
+	Enabled bool   `msgpack:"enabled"`
+	Tools   int    `msgpack:"tools"`
+}
+
+// NamespacesReply answers namespaces.
+type NamespacesReply struct {
+	V          int         `msgpack:"v"`
+	Error      *Error      `msgpack:"error,omitempty"`
+	Namespaces []Namespace `msgpack:"namespaces,omitempty"`
+}
+
+// UpdateNamespacesRequest replaces the turn's enabled namespaces.
+type UpdateNamespacesRequest struct {
+	V          int      `msgpack:"v"`
+	Access     Access   `msgpack:"access"`
+	Namespaces []string `msgpack:"namespaces"`
+	TimeoutMs  uint32   `msgpack:"timeout_ms,omitempty"`
+}
+
+// AckReply answers update_namespaces and close.
+type AckReply struct {
+	V     int    `msgpack:"v"`
+	Error *Error `msgpack:"error,omitempty"`
+}
+
+// InvokeRequest calls a tool by its model-facing alias with JSON arguments.
+type InvokeRequest struct {
+	V         int    `msgpack:"v"`
+	Access    Access `msgpack:"access"`
+	Tool      string `msgpack:"tool"`
+	Args      []byte `msgpack:"args,omitempty"`
+	TimeoutMs uint32 `msgpack:"timeout_ms,omitempty"`
+}
+
+// InvokeReply answers invoke.
+type InvokeReply struct {
+	V           int    `msgpack:"v"`
+	Error       *Error `msgpack:"error,omitempty"`
+	CallID      string `msgpack:"call,omitempty"`
+	CatalogHash string `msgpack:"catalog_hash,omitempty"`
+	Alias       string `msgpack:"alias,omitempty"`
+	Provider    string `msgpack:"provider,omitempty"`
+	Name        string `msgpack:"name,omitempty"`
+	Text        string `msgpack:"text,omitempty"`
+	Structured  []byte `msgpack:"structured,omitempty"`
+	IsError     bool   `msgpack:"is_error,omitempty"`
+	DurationUs  int64  `msgpack:"duration_us,omitempty"`
+}
+
+// CloseRequest releases a lease.
+type CloseRequest struct {
+	V         int    `msgpack:"v"`
+	Access    Access `msgpack:"access"`
+	LeaseID   string `msgpack:"lease"`
+	TimeoutMs uint32 `msgpack:"timeout_ms,omitempty"`
+}
+
+// Message is every wire type.
+type Message interface {
+	version() int
+}
+
+func (m *OpenRequest) version() int             { return m.V }
+func (m *OpenReply) version() int               { return m.V }
+func (m *TurnRequest) version() int             { return m.V }
+func (m *ListReply) version() int               { return m.V }
+func (m *NamespacesReply) version() int         { return m.V }
+func (m *UpdateNamespacesRequest) version() int { return m.V }
+func (m *AckReply) version() int                { return m.V }
+func (m *InvokeRequest) version() int           { return m.V }
+func (m *InvokeReply) version() int             { return m.V }
+func (m *CloseRequest) version() int            { return m.V }
+
+// Encode encodes m.
+func Encode(m Message) ([]byte, error) { return msgpack.Marshal(m) }
+
+// Decode bounds and guards an untrusted frame, decodes it into m and
+// checks its version. Every failure wraps ErrMalformed (errors.Is) and
+// maps to invalid_request on the wire.
+func Decode(b []byte, m Message, lim Limits) error {
+	if err := Guard(b, lim); err != nil {
+		return err
+	}
+	if err := msgpack.Unmarshal(b, m); err != nil {
+		return fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	if v := m.version(); v != Version {
+		return fmt.Errorf("%w: protocol version %d; this node speaks %d", ErrMalformed, v, Version)
+	}
+	return nil
+}
+
+// DecodeTrusted decodes a frame this process produced (no guard).
+func DecodeTrusted(b []byte, m Message) error { return msgpack.Unmarshal(b, m) }
