@@ -32,7 +32,9 @@ const QueueGroup = "sharedos-nodes"
 func OpenSubject(prefix string) string { return prefix + ".turn.open" }
 
 // TurnSubject is where a turn's later operations go: its node.
-func TurnSubject(prefix, node string, op Op) string { return prefix + ".turn." + node + "." + string(op) }
+func TurnSubject(prefix, node string, op Op) string {
+	return prefix + ".turn." + node + "." + string(op)
+}
 
 // OneOpSubject is where operations naming no turn go (any node).
 func OneOpSubject(prefix string, op Op) string { return prefix + ".op." + string(op) }

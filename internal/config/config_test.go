@@ -36,13 +36,13 @@ func TestParseRefusesMistakes(t *testing.T) {
 		t.Fatal(err)
 	}
 	cases := map[string][2]string{
-		"unknown field":    {"  step_ceiling: 64", "  step_ceiling: 64\n  stepceiling: 3"},
-		"bad durability":   {"durability: acked", "durability: eventually"},
-		"dotted node id":   {"id: node-1", "id: node.1"},
-		"bad grant":        {`capability: "notes.*"`, `capability: "notes.**.x"`},
-		"unknown handler":  {"handler: notes.put", "handler: notes.nope"},
-		"bad duration":     {"idle_timeout: 10m", "idle_timeout: ten minutes"},
-		"duplicate id":     {"id: textkit", "id: notes"},
+		"unknown field":   {"  step_ceiling: 64", "  step_ceiling: 64\n  stepceiling: 3"},
+		"bad durability":  {"durability: acked", "durability: eventually"},
+		"dotted node id":  {"id: node-1", "id: node.1"},
+		"bad grant":       {`capability: "notes.*"`, `capability: "notes.**.x"`},
+		"unknown handler": {"handler: notes.put", "handler: notes.nope"},
+		"bad duration":    {"idle_timeout: 10m", "idle_timeout: ten minutes"},
+		"duplicate id":    {"id: textkit", "id: notes"},
 	}
 	for name, edit := range cases {
 		y := strings.Replace(string(base), edit[0], edit[1], 1)
