@@ -164,8 +164,7 @@ func (a *turnActor) operate(ctx actor.Context, env envelope) {
 			ctx.Send(env.sender, err)
 			return
 		}
-		a.emit(rec)
-		ctx.Send(env.sender, true)
+		a.answer(ctx, env.sender, true, a.emit(rec))
 		a.afterOp(ctx)
 		return
 	}
@@ -182,14 +181,14 @@ func (a *turnActor) operate(ctx actor.Context, env envelope) {
 			ctx.Send(env.sender, err)
 			return
 		}
-		a.emit(rec)
+		receipt := a.emit(rec)
 		out := &ToolList{CatalogHash: hash, Tools: make([]ListedTool, len(listed))}
 		for i, l := range listed {
 			t := l.Tool
 			out.Tools[i] = ListedTool{Alias: l.Alias, Identity: t.Identity, Namespace: t.Namespace, Revision: t.Revision,
 				Description: t.Description, InputSchema: t.InputSchema, OutputSchema: t.OutputSchema, Annotations: t.Annotations}
 		}
-		ctx.Send(env.sender, out)
+		a.answer(ctx, env.sender, out, receipt)
 		a.afterOp(ctx)
 	case *listNamespaces:
 		ns, err := a.m.ListNamespaces()
@@ -236,7 +235,7 @@ func (a *turnActor) invoke(ctx actor.Context, sender *actor.PID, msg *invokeTool
 		receipt = a.emit(rec)
 	}
 	if d.Err != nil {
-		ctx.Send(sender, d.Err)
+		a.answer(ctx, sender, d.Err, receipt)
 		a.afterOp(ctx)
 		return
 	}
@@ -283,16 +282,16 @@ func (a *turnActor) complete(ctx actor.Context, msg *completed) {
 		a.sh.log.Error("turn: completion", "turn", a.access.TurnID, "err", err)
 		return
 	}
-	a.emit(rec)
+	receipt := a.emit(rec)
 	if msg.comp.Err != nil {
-		ctx.Send(msg.sender, msg.comp.Err)
+		a.answer(ctx, msg.sender, msg.comp.Err, receipt)
 	} else {
 		c := rec.Event.Call
-		ctx.Send(msg.sender, &CallResult{
+		a.answer(ctx, msg.sender, &CallResult{
 			CallID: c.ID, CatalogHash: rec.Event.CatalogHash, Alias: c.Alias,
 			Identity: catalog.Identity{Provider: c.Provider, Name: c.Name},
 			Result:   msg.result, Duration: time.Duration(rec.Event.Call.Duration) * time.Microsecond,
-		})
+		}, receipt)
 	}
 	if a.m.Closed() && a.m.InFlight() == 0 {
 		a.finish(ctx, a.why)
@@ -328,14 +327,15 @@ func (a *turnActor) beginClose(ctx actor.Context, sender *actor.PID, why string)
 // its deadline. After the linger, callers get a dead letter, which the
 // kernel turns into turn_closed from the directory's tombstones.
 func (a *turnActor) finish(ctx actor.Context, why string) {
+	receipt := audit.Completed(nil)
 	if rec := a.m.Finish(a.now(), why); rec != nil {
-		a.emit(rec)
+		receipt = a.emit(rec)
 	}
 	if !a.oneOp && ctx.Parent() != nil {
 		ctx.Send(ctx.Parent(), &turnFinished{turnID: a.access.TurnID})
 	}
 	for _, c := range a.closers {
-		ctx.Send(c, true)
+		a.answer(ctx, c, true, receipt)
 	}
 	a.closers = nil
 	if a.oneOp {
@@ -364,6 +364,36 @@ func (a *turnActor) finished(ctx actor.Context) {
 			ctx.Respond(reason.New(reason.TurnClosed, "turn %s is closed", a.access.TurnID))
 		}
 	}
+}
+
+// answer sends msg to the caller once receipt completes: nothing reaches a
+// caller before the record of it is stored. If the sink could not store it
+// the caller gets audit_unavailable instead (the sink completes receipts
+// successfully when configured to fail open). The common case — a receipt
+// already complete — answers at once; otherwise a worker waits.
+func (a *turnActor) answer(ctx actor.Context, sender *actor.PID, msg any, receipt audit.Receipt) {
+	if sender == nil {
+		return
+	}
+	select {
+	case <-receipt.Done():
+		ctx.Send(sender, answerOrAuditError(msg, receipt.Err()))
+		return
+	default:
+	}
+	root, timeout := ctx.ActorSystem().Root, a.sh.opts.CallTimeout
+	a.sh.pool.Go(func() {
+		wctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		root.Send(sender, answerOrAuditError(msg, audit.Wait(wctx, receipt)))
+	})
+}
+
+func answerOrAuditError(msg any, err error) any {
+	if err == nil {
+		return msg
+	}
+	return reason.New(reason.AuditUnavailable, "the audit stream did not store this operation's record: %v", err)
 }
 
 func (a *turnActor) emit(rec *audit.Record) audit.Receipt {

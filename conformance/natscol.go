@@ -32,7 +32,7 @@ var NATS = Column{
 			t.Fatal(err)
 		}
 		t.Cleanup(func() {
-			_ = front.Stop()
+			_ = front.Stop(context.Background())
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			_ = k.Shutdown(ctx)

@@ -122,17 +122,29 @@ func Serve(nc *nats.Conn, k *actors.Kernel, opts Options) (*Front, error) {
 			return nil, fmt.Errorf("natsfront: endpoint %s: %w", e.name, err)
 		}
 	}
+	// Return only once the server has the subscriptions: a node that says
+	// it is ready must not answer its first client with "no responders".
+	if err := nc.Flush(); err != nil {
+		_ = svc.Stop()
+		return nil, fmt.Errorf("natsfront: flushing subscriptions: %w", err)
+	}
 	return f, nil
 }
 
-// Stop stops taking requests (draining the subscriptions) and waits for
-// those in flight. Idempotent.
-func (f *Front) Stop() error {
+// Stop stops taking requests (draining the subscriptions) and waits, until
+// ctx ends, for those in flight. Idempotent.
+func (f *Front) Stop(ctx context.Context) error {
 	var err error
 	f.once.Do(func() {
 		err = f.svc.Stop()
-		f.wg.Wait()
-		f.pool.Close()
+		done := make(chan struct{})
+		go func() { f.wg.Wait(); close(done) }()
+		select {
+		case <-done:
+			f.pool.Close()
+		case <-ctx.Done():
+			err = errors.Join(err, fmt.Errorf("natsfront: requests still in flight: %w", ctx.Err()))
+		}
 	})
 	return err
 }

@@ -1,0 +1,43 @@
+# SharedOS — every target works on a fresh machine with Go 1.26; tests start
+# their own embedded NATS servers on loopback.
+SHELL := bash
+.SHELLFLAGS := -eu -o pipefail -c
+GO ?= go
+CONFIG ?= cluster.yaml
+
+.PHONY: run test test-short fuzz conformance bench bench-kernel lint soak clean
+
+## run: start a node with the sample cluster.yaml (embedded NATS + JetStream)
+run:
+	$(GO) run ./cmd/node serve --config $(CONFIG)
+
+## test: the whole suite with the race detector, plus a short fuzz of the frame guard
+test:
+	$(GO) vet ./...
+	$(GO) test -race -count=1 -timeout 20m ./...
+	$(GO) test -run '^$$' -fuzz '^FuzzGuard$$' -fuzztime 15s ./messages
+
+## conformance: print the conformance table (rows x columns); any failing cell fails
+conformance:
+	$(GO) test -race -count=1 -run '^TestConformance$$' -v ./conformance \
+	  | grep -vE '^\s*(=== (RUN|PAUSE|CONT)|--- PASS|table.go:)'
+
+## bench-kernel: go test benchmarks of the kernel's hot paths
+bench-kernel:
+	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./actors ./catalog ./authority ./internal/audit ./messages
+
+## bench: the kernel benchmarks (the load harness joins this target with issue #5)
+bench: bench-kernel
+
+## fuzz: a longer fuzz run of the frame guard (FUZZTIME=5m make fuzz)
+FUZZTIME ?= 2m
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzGuard$$' -fuzztime $(FUZZTIME) ./messages
+
+## lint: gofmt and go vet
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+clean:
+	rm -rf data .sharedos

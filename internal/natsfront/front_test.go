@@ -1,0 +1,203 @@
+package natsfront_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"go.uber.org/goleak"
+
+	"github.com/sharedos/sharedos/actors"
+	"github.com/sharedos/sharedos/client"
+	"github.com/sharedos/sharedos/conformance"
+	"github.com/sharedos/sharedos/internal/natsfront"
+	"github.com/sharedos/sharedos/internal/natsserver/natstest"
+	"github.com/sharedos/sharedos/messages"
+	"github.com/sharedos/sharedos/reason"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1"))
+}
+
+type node struct {
+	nc    *nats.Conn
+	k     *actors.Kernel
+	front *natsfront.Front
+	f     *conformance.Fixture
+}
+
+func startNode(t *testing.T, opts natsfront.Options) *node {
+	t.Helper()
+	_, nc := natstest.Start(t, false)
+	f := conformance.NewFixture(t)
+	k, err := actors.New(f.Options())
+	if err != nil {
+		t.Fatal(err)
+	}
+	front, err := natsfront.Serve(nc, k, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &node{nc: nc, k: k, front: front, f: f}
+	t.Cleanup(func() {
+		_ = front.Stop(context.Background())
+		_ = k.Shutdown(context.Background())
+	})
+	return n
+}
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+func TestBadFramesGetInvalidRequestAndTheNodeKeepsServing(t *testing.T) {
+	n := startNode(t, natsfront.Options{Limits: messages.Limits{MaxBytes: 64 << 10, MaxDepth: 16, MaxItems: 4096}})
+	c := client.New(n.nc, nil)
+	frames := map[string][]byte{
+		"not msgpack":         []byte("hello, node"),
+		"empty":               {},
+		"array32 length bomb": {0xdd, 0xff, 0xff, 0xff, 0xff},
+		"map32 length bomb":   {0xdf, 0xff, 0xff, 0xff, 0xff},
+		"str32 length bomb":   {0xdb, 0xff, 0xff, 0xff, 0xff},
+		"bin32 length bomb":   {0xc6, 0xff, 0xff, 0xff, 0xff},
+		"deep nesting":        append(bytes.Repeat([]byte{0x91}, 10000), 0xc0),
+		"oversized":           append([]byte{0xc6, 0x00, 0x02, 0x00, 0x00}, make([]byte, 128<<10)...),
+		"wrong shape":         {0x93, 0x01, 0x02, 0x03},
+		"wrong version":       mustEncode(t, &messages.TurnRequest{V: 99, Access: messages.Access{Tenant: "acme", Principal: "ada"}}),
+		"reserved byte":       {0xc1},
+		"trailing garbage":    append(mustEncode(t, &messages.TurnRequest{V: 1}), 0xc0),
+	}
+	subjects := []string{
+		messages.OpenSubject("sharedos"),
+		messages.OneOpSubject("sharedos", messages.OpInvoke),
+		messages.TurnSubject("sharedos", "n1", messages.OpList),
+		messages.TurnSubject("sharedos", "n1", messages.OpClose),
+	}
+	for name, frame := range frames {
+		for _, subj := range subjects {
+			msg, err := n.nc.RequestWithContext(ctx(t), subj, frame)
+			if err != nil {
+				t.Fatalf("%s on %s: no reply: %v", name, subj, err)
+			}
+			var rep messages.AckReply // every reply starts {v, error}
+			if err := messages.Decode(msg.Data, &rep, messages.DefaultLimits()); err != nil {
+				t.Fatalf("%s on %s: undecodable reply: %v", name, subj, err)
+			}
+			if rep.Error == nil || rep.Error.Code != string(reason.InvalidRequest) {
+				t.Fatalf("%s on %s: reply %+v, want invalid_request", name, subj, rep.Error)
+			}
+		}
+		// After every bad frame a real turn still works end to end.
+		turn, err := c.Open(ctx(t), client.Access{Tenant: "acme", Principal: "ada", Namespaces: []string{"notion"}})
+		if err != nil {
+			t.Fatalf("after %s: open: %v", name, err)
+		}
+		if _, err := turn.Invoke(ctx(t), "notion_search", []byte(`{"workspace":"acme","query":"q"}`)); err != nil {
+			t.Fatalf("after %s: invoke: %v", name, err)
+		}
+		if err := turn.Close(ctx(t)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func mustEncode(t *testing.T, m messages.Message) []byte {
+	t.Helper()
+	b, err := messages.Encode(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestGoneNodeAnswersPromptly(t *testing.T) {
+	n := startNode(t, natsfront.Options{})
+	c := client.New(n.nc, nil)
+	turn, err := c.Open(ctx(t), client.Access{Tenant: "acme", Principal: "ada", Namespaces: []string{"notion"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ghost := c.Resume(client.Handle{Node: "node-that-left", TurnID: turn.Handle.TurnID}, turn.LeaseID, turn.Access())
+	start := time.Now()
+	_, err = ghost.ListTools(context.Background())
+	if !errors.Is(err, reason.ErrTurnNotFound) {
+		t.Fatalf("turn on a gone node: %v, want turn_not_found", err)
+	}
+	// No responders is answered by the server at once; the 30s client
+	// default is the bound this must stay far below (not a timing assert
+	// on speed: it shows we did not wait for a timeout).
+	if time.Since(start) > 15*time.Second {
+		t.Fatalf("waited %s for a gone node", time.Since(start))
+	}
+	missing := c.Resume(client.Handle{Node: turn.Handle.Node, TurnID: "n1.not-a-turn"}, "", turn.Access())
+	if _, err := missing.Invoke(ctx(t), "notion_search", nil); !errors.Is(err, reason.ErrTurnNotFound) {
+		t.Fatalf("unknown turn on a live node: %v", err)
+	}
+	_ = n.front.Stop(context.Background())
+	if _, err := c.Open(ctx(t), client.Access{Tenant: "acme", Principal: "ada"}); !errors.Is(err, reason.ErrNodeUnavailable) {
+		t.Fatalf("open with no node serving: %v, want node_unavailable", err)
+	}
+}
+
+func TestSubjectsSayWhatARequestIs(t *testing.T) {
+	n := startNode(t, natsfront.Options{})
+	c := client.New(n.nc, nil)
+	access := messages.Access{Tenant: "acme", Principal: "ada", TurnID: "n1.chosen-by-caller"}
+	var rep messages.OpenReply
+	msg, err := n.nc.RequestWithContext(ctx(t), messages.OpenSubject("sharedos"), mustEncode(t, &messages.OpenRequest{V: 1, Access: access}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := messages.Decode(msg.Data, &rep, messages.DefaultLimits()); err != nil || rep.Error == nil || rep.Error.Code != string(reason.InvalidRequest) {
+		t.Fatalf("open naming a turn id: %+v %v", rep.Error, err)
+	}
+	turn, err := c.Open(ctx(t), client.Access{Tenant: "acme", Principal: "ada", Namespaces: []string{"notion"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := c.Attach(ctx(t), turn.Handle, client.Access{Tenant: "acme", Principal: "ada", Namespaces: []string{"notion"}})
+	if err != nil || !second.Attached || second.LeaseID == turn.LeaseID {
+		t.Fatalf("attach: %+v %v", second, err)
+	}
+	if _, err := c.Attach(ctx(t), turn.Handle, client.Access{Tenant: "acme", Principal: "mallory"}); !errors.Is(err, reason.ErrInvalidRequest) {
+		t.Fatalf("attach by another principal: %v", err)
+	}
+}
+
+func TestOverloadIsRefusedNotQueued(t *testing.T) {
+	n := startNode(t, natsfront.Options{MaxConcurrent: 1})
+	release := n.f.Notion.Gate()
+	c := client.New(n.nc, nil)
+	access := client.Access{Tenant: "acme", Principal: "ada", Namespaces: []string{"notion"}}
+	blocked := make(chan error, 1)
+	go func() {
+		_, err := c.ListTools(ctx(t), access) // resolves; the provider is gated
+		blocked <- err
+	}()
+	// Wait until the first request holds the only slot (it is inside the
+	// gated provider), then every other request is refused at once.
+	for n.f.Notion.CatalogCalls() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, err := c.ListTools(ctx(t), access)
+		if errors.Is(err, reason.ErrOverloaded) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("never refused overloaded: %v", err)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	release()
+	if err := <-blocked; err != nil {
+		t.Fatal(err)
+	}
+}

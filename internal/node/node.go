@@ -1,0 +1,260 @@
+// Package node assembles a SharedOS node from its configuration: NATS
+// (an embedded server on loopback, or an external cluster), the JetStream
+// audit stream, the turn kernel with its providers, the NATS front, and the
+// HTTP endpoints for metrics and health. cmd/node is a thin CLI over it.
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/sharedos/sharedos/actors"
+	"github.com/sharedos/sharedos/internal/audit"
+	"github.com/sharedos/sharedos/internal/config"
+	"github.com/sharedos/sharedos/internal/natsfront"
+	"github.com/sharedos/sharedos/internal/natsserver"
+	"github.com/sharedos/sharedos/internal/providers"
+	"github.com/sharedos/sharedos/messages"
+)
+
+// Options are what the configuration file does not say.
+type Options struct {
+	Logger *slog.Logger
+	// Providers are added to the configured ones (tests, embedders).
+	Providers []providers.ContextToolProvider
+	// Handlers are the static tools' handlers; default providers.Builtins().
+	Handlers map[string]providers.Handler
+}
+
+// Node is a running node.
+type Node struct {
+	cfg     *config.Config
+	log     *slog.Logger
+	srv     *natsserver.Server // nil with an external cluster
+	nc      *nats.Conn
+	sink    *audit.JetStreamSink
+	kernel  *actors.Kernel
+	front   *natsfront.Front
+	httpSrv *http.Server
+	httpLn  net.Listener
+	metrics *metrics
+
+	ready    atomic.Bool
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// Start brings a node up. On error everything started is stopped again.
+func Start(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Handlers == nil {
+		opts.Handlers = providers.Builtins()
+	}
+	n := &Node{cfg: cfg, log: opts.Logger.With("node", cfg.Node.ID)}
+	defer func() {
+		if err != nil {
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = n.Shutdown(sctx)
+		}
+	}()
+
+	if err := n.connect(); err != nil {
+		return nil, err
+	}
+	n.sink, err = audit.NewJetStreamSink(ctx, n.nc, audit.JetStreamOptions{
+		Prefix: cfg.NATS.Prefix, Stream: cfg.Audit.Stream, MaxAge: time.Duration(cfg.Audit.MaxAge),
+		Durability: cfg.Audit.Durability, FailOpen: cfg.Audit.FailOpen, Logger: n.log,
+		OnPublish: func(d time.Duration, err error) {
+			if n.metrics != nil {
+				n.metrics.observePublish(d, err)
+			}
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("node: audit stream: %w", err)
+	}
+
+	auth, err := cfg.AuthoritySource()
+	if err != nil {
+		return nil, err
+	}
+	static, err := cfg.StaticProviders(opts.Handlers)
+	if err != nil {
+		return nil, err
+	}
+	var ps []providers.ContextToolProvider
+	for _, s := range static {
+		ps = append(ps, s)
+	}
+	ps = append(ps, opts.Providers...)
+	var kernelRef atomic.Pointer[actors.Kernel]
+	n.metrics = newMetrics(openTurnsGauge(func(ctx context.Context) (int, error) {
+		if k := kernelRef.Load(); k != nil {
+			return k.OpenTurns(ctx)
+		}
+		return 0, nil
+	}))
+	n.kernel, err = actors.New(actors.Options{
+		Node: cfg.Node.ID, Providers: ps, Required: cfg.Required(), Authority: auth,
+		Sink:        observingSink{next: n.sink, m: n.metrics},
+		StepCeiling: cfg.Kernel.StepCeiling, MaxInFlightPerTurn: cfg.Kernel.MaxInFlightPerTurn, MaxTurns: cfg.Kernel.MaxTurns,
+		IdleTimeout: time.Duration(cfg.Kernel.IdleTimeout), ResolveTimeout: time.Duration(cfg.Kernel.ResolveTimeout),
+		CallTimeout: time.Duration(cfg.Kernel.CallTimeout), Logger: n.log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	kernelRef.Store(n.kernel)
+	lim := messages.DefaultLimits()
+	lim.MaxBytes = cfg.NATS.MaxMessageBytes
+	n.front, err = natsfront.Serve(n.nc, n.kernel, natsfront.Options{
+		Prefix: cfg.NATS.Prefix, Limits: lim, Logger: n.log, Observe: n.metrics.observeRequest,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := n.serveHTTP(); err != nil {
+		return nil, err
+	}
+	n.ready.Store(true)
+	n.log.Info("node ready", "nats", n.ClientURL(), "prefix", cfg.NATS.Prefix, "http", n.HTTPAddr(),
+		"embedded", n.srv != nil, "audit_stream", cfg.Audit.Stream, "durability", cfg.Audit.Durability)
+	return n, nil
+}
+
+func (n *Node) connect() error {
+	cfg := n.cfg
+	name := nats.Name("sharedos-node-" + cfg.Node.ID)
+	if len(cfg.NATS.URLs) > 0 {
+		nc, err := nats.Connect(strings.Join(cfg.NATS.URLs, ","), name, nats.MaxReconnects(-1))
+		if err != nil {
+			return fmt.Errorf("node: connecting to NATS %v: %w", cfg.NATS.URLs, err)
+		}
+		n.nc = nc
+		return nil
+	}
+	srv, err := natsserver.Start(natsserver.Options{
+		Host: cfg.NATS.Embedded.Host, Port: cfg.NATS.Embedded.Port, ServerName: "sharedos-" + cfg.Node.ID,
+		JetStream: true, StoreDir: filepath.Join(cfg.Node.DataDir, "nats"), SyncAlways: true,
+		MaxPayload: int32(max(cfg.NATS.MaxMessageBytes, 1<<20)),
+	})
+	if err != nil {
+		return fmt.Errorf("node: embedded NATS: %w", err)
+	}
+	n.srv = srv
+	nc, err := srv.ConnectInProcess(name)
+	if err != nil {
+		return fmt.Errorf("node: connecting to embedded NATS: %w", err)
+	}
+	n.nc = nc
+	return nil
+}
+
+func (n *Node) serveHTTP() error {
+	if n.cfg.Node.HTTP == "off" {
+		return nil
+	}
+	ln, err := net.Listen("tcp", n.cfg.Node.HTTP)
+	if err != nil {
+		return fmt.Errorf("node: http %s: %w", n.cfg.Node.HTTP, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(n.metrics.reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if err := n.Ready(); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ready\n"))
+	})
+	n.httpLn = ln
+	n.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := n.httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			n.log.Error("http server", "err", err)
+		}
+	}()
+	return nil
+}
+
+// Ready is nil when the node takes work: started, not draining, connected.
+func (n *Node) Ready() error {
+	switch {
+	case !n.ready.Load():
+		return errors.New("not ready: starting or draining")
+	case n.nc == nil || !n.nc.IsConnected():
+		return errors.New("not ready: NATS disconnected")
+	}
+	return nil
+}
+
+// ClientURL is where clients reach NATS.
+func (n *Node) ClientURL() string {
+	if n.srv != nil {
+		return n.srv.ClientURL()
+	}
+	return n.nc.ConnectedUrl()
+}
+
+// HTTPAddr is the bound HTTP address, or "" when off.
+func (n *Node) HTTPAddr() string {
+	if n.httpLn == nil {
+		return ""
+	}
+	return n.httpLn.Addr().String()
+}
+
+// Kernel is the node's kernel.
+func (n *Node) Kernel() *actors.Kernel { return n.kernel }
+
+// Conn is the node's own NATS connection.
+func (n *Node) Conn() *nats.Conn { return n.nc }
+
+// Shutdown stops taking work, lets requests in flight finish (within ctx),
+// closes every open turn (recording turn.closed), flushes the audit
+// stream, and stops NATS and HTTP. Idempotent; safe on a partly started node.
+func (n *Node) Shutdown(ctx context.Context) error {
+	n.stopOnce.Do(func() {
+		n.ready.Store(false)
+		var errs []error
+		if n.front != nil {
+			errs = append(errs, n.front.Stop(ctx))
+		}
+		if n.kernel != nil {
+			errs = append(errs, n.kernel.Shutdown(ctx))
+		}
+		if n.sink != nil {
+			errs = append(errs, n.sink.Close(ctx))
+		}
+		if n.nc != nil {
+			n.nc.Close()
+		}
+		if n.srv != nil {
+			n.srv.Shutdown()
+		}
+		if n.httpSrv != nil {
+			errs = append(errs, n.httpSrv.Shutdown(ctx))
+		}
+		n.stopErr = errors.Join(errs...)
+		n.log.Info("node stopped", "err", n.stopErr)
+	})
+	return n.stopErr
+}

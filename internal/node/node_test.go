@@ -1,0 +1,212 @@
+package node_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"go.uber.org/goleak"
+
+	"github.com/sharedos/sharedos/client"
+	"github.com/sharedos/sharedos/internal/audit"
+	"github.com/sharedos/sharedos/internal/config"
+	"github.com/sharedos/sharedos/internal/node"
+	"github.com/sharedos/sharedos/reason"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1"))
+}
+
+// sampleConfig is cluster.yaml with a free port, a temporary data dir and
+// HTTP on a free loopback port.
+func sampleConfig(t *testing.T, dataDir string) *config.Config {
+	t.Helper()
+	b, err := os.ReadFile("../../cluster.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	y := strings.NewReplacer("port: 4222", "port: 0", "data_dir: ./data", "data_dir: "+dataDir, "http: 127.0.0.1:8321", "http: 127.0.0.1:0").Replace(string(b))
+	cfg, err := config.Parse([]byte(y))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func start(t *testing.T, cfg *config.Config) *node.Node {
+	t.Helper()
+	n, err := node.Start(context.Background(), cfg, node.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+func readAll(t *testing.T, nc *nats.Conn) ([][]byte, []*audit.Event) {
+	t.Helper()
+	var data [][]byte
+	var evs []*audit.Event
+	err := audit.ReadAll(ctx(t), nc, audit.TailOptions{Prefix: "sharedos", Stream: "SHAREDOS_AUDIT"}, func(d []byte, ev *audit.Event) error {
+		data = append(data, d)
+		evs = append(evs, ev)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data, evs
+}
+
+// The README's turn: open, list, call, refused outside the grant, close;
+// the audit stream has it all under one catalogHash and verifies; the
+// events survive a restart of the node.
+func TestReadmeTurnAndDurableAudit(t *testing.T) {
+	dir := t.TempDir()
+	n := start(t, sampleConfig(t, dir))
+	nc, err := nats.Connect(n.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := client.New(nc, nil)
+	turn, err := c.Open(ctx(t), client.Access{Tenant: "acme", Principal: "ada", Namespaces: []string{"notes", "text"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := turn.ListTools(ctx(t))
+	if err != nil || len(l.Tools) != 5 {
+		t.Fatalf("list: %v, %d tools", err, len(l.Tools))
+	}
+	put, err := turn.Invoke(ctx(t), "notes_put", []byte(`{"space":"acme","title":"plan","body":"ship the kernel"}`))
+	if err != nil || put.IsError {
+		t.Fatalf("put: %+v %v", put, err)
+	}
+	got, err := turn.Invoke(ctx(t), "notes_get", []byte(`{"space":"acme","title":"plan"}`))
+	if err != nil || got.Text != "ship the kernel" {
+		t.Fatalf("get: %+v %v", got, err)
+	}
+	if _, err := turn.Invoke(ctx(t), "notes_put", []byte(`{"space":"globex","title":"x","body":"y"}`)); !errors.Is(err, reason.ErrNoMatchingGrant) {
+		t.Fatalf("outside the grant: %v", err)
+	}
+	if err := turn.Close(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	data, evs := readAll(t, nc)
+	hashes := map[string]bool{}
+	for _, ev := range evs {
+		if ev.CatalogHash != "" {
+			hashes[ev.CatalogHash] = true
+		}
+	}
+	if len(hashes) != 1 || !hashes[l.CatalogHash] {
+		t.Fatalf("catalog hashes in the trail: %v, listing %s", hashes, l.CatalogHash)
+	}
+	if rep := audit.Verify(data, false); !rep.OK() || rep.Closed != 1 {
+		t.Fatalf("verify: %+v", rep)
+	}
+
+	// Metrics and health answer on the HTTP port.
+	for _, path := range []string{"/healthz", "/readyz", "/metrics"} {
+		resp, err := http.Get("http://" + n.HTTPAddr() + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("%s: %d %s", path, resp.StatusCode, body)
+		}
+		if path == "/metrics" && !strings.Contains(string(body), `sharedos_calls_total{outcome="denied",reason="no_matching_grant"} 1`) {
+			t.Fatalf("metrics lack the denied call:\n%s", body)
+		}
+	}
+	nc.Close()
+	if err := n.Shutdown(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+
+	// Restart on the same data directory: the stream kept every event.
+	n2 := start(t, sampleConfig(t, dir))
+	defer n2.Shutdown(context.Background())
+	nc2, err := nats.Connect(n2.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc2.Close()
+	after, _ := readAll(t, nc2)
+	if len(after) != len(data) {
+		t.Fatalf("after restart %d events, before %d", len(after), len(data))
+	}
+	for i := range data {
+		if string(after[i]) != string(data[i]) {
+			t.Fatalf("event %d changed across restart", i)
+		}
+	}
+}
+
+func TestShutdownClosesOpenTurnsAndFlushesAudit(t *testing.T) {
+	dir := t.TempDir()
+	n := start(t, sampleConfig(t, dir))
+	nc, err := nats.Connect(n.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	c := client.New(nc, nil)
+	var turns []*client.Turn
+	for range 3 {
+		tr, err := c.Open(ctx(t), client.Access{Tenant: "acme", Principal: "ada", Namespaces: []string{"text"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tr.Invoke(ctx(t), "text_stats", []byte(`{"text":"one two two"}`)); err != nil {
+			t.Fatal(err)
+		}
+		turns = append(turns, tr)
+	}
+	if err := n.Shutdown(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Ready(); err == nil {
+		t.Fatal("ready after shutdown")
+	}
+	short, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if _, err := turns[0].ListTools(short); err == nil {
+		t.Fatal("a stopped node answered")
+	}
+	// Every turn's turn.closed (reason shutdown) was flushed to the stream.
+	n2 := start(t, sampleConfig(t, dir))
+	defer n2.Shutdown(context.Background())
+	nc2, err := nats.Connect(n2.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc2.Close()
+	data, evs := readAll(t, nc2)
+	closed := 0
+	for _, ev := range evs {
+		if ev.Type == audit.TurnClosed && ev.Close.Reason == "shutdown" {
+			closed++
+		}
+	}
+	if closed != 3 {
+		t.Fatalf("%d turns recorded turn.closed at shutdown, want 3", closed)
+	}
+	if rep := audit.Verify(data, false); !rep.OK() {
+		t.Fatalf("verify: %+v", rep)
+	}
+}
