@@ -15,7 +15,7 @@ run:
 test:
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 20m ./...
-	$(GO) test -run '^$$' -fuzz '^FuzzGuard$$' -fuzztime 15s ./messages
+	$(GO) test -run '^$$' -fuzz '^FuzzGuard$$' -fuzztime 15s -fuzzminimizetime 5s ./messages
 
 ## conformance: print the conformance table (rows x columns); any failing cell fails
 conformance:
@@ -32,7 +32,7 @@ bench: bench-kernel
 ## fuzz: a longer fuzz run of the frame guard (FUZZTIME=5m make fuzz)
 FUZZTIME ?= 2m
 fuzz:
-	$(GO) test -run '^$$' -fuzz '^FuzzGuard$$' -fuzztime $(FUZZTIME) ./messages
+	$(GO) test -run '^$$' -fuzz '^FuzzGuard$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./messages
 
 ## lint: gofmt and go vet
 lint:

@@ -11,28 +11,26 @@ import (
 // the zero Limits value is safe to pass to Guard.
 type Limits struct {
 	MaxBytes int // whole frame; default 1 MiB
-	MaxDepth int // nesting of arrays/maps; default 32 (clamped to 1024)
+	MaxDepth int // nesting of arrays/maps; default 32 (values above 1024 are clamped to 1024)
 	MaxItems int // total count of values in the frame; default 65536
 }
 
-// Default limits; see Limits.
 const (
 	defaultMaxBytes = 1 << 20
 	defaultMaxDepth = 32
 	defaultMaxItems = 65536
 
 	// maxGuardDepth is the hard ceiling on Limits.MaxDepth. msgpack decodes
-	// recursively, so very deep frames cost stack (≈250 B per level in
-	// msgpack v5.4.1; a ~4 MiB frame of nested fixarrays overflows the 1 GB
-	// goroutine stack and kills the process). Larger MaxDepth values are
-	// clamped to this.
+	// recursively (about 250 bytes of goroutine stack per level in v5.4.1;
+	// a 4 MiB frame of nested fixarrays overflows the 1 GB stack limit,
+	// which kills the process, and 1 MiB of them takes seconds).
 	maxGuardDepth = 1024
-)
 
-// inlineDepth is how many nesting levels Guard tracks in a stack-allocated
-// array; deeper frames (when allowed by MaxDepth) cost one heap growth
-// proportional to the actual nesting, never to a claimed length.
-const inlineDepth = 64
+	// inlineDepth is how many open containers Guard tracks without
+	// allocating; deeper frames, when MaxDepth allows them, cost heap
+	// growth proportional to the actual nesting, never to a claimed length.
+	inlineDepth = 40
+)
 
 // DefaultLimits returns the defaults above.
 func DefaultLimits() Limits {
@@ -42,24 +40,36 @@ func DefaultLimits() Limits {
 // ErrMalformed is returned (wrapped, with detail and byte offset) for any frame the guard refuses.
 var ErrMalformed = errors.New("messages: malformed frame")
 
-// errAmbiguousExt is also wrapped when an ext value could be read two ways
-// (see Guard).
-var errAmbiguousExt = errors.New("ext payload that msgpack would decode as a map where a map is expected is not exactly one well-formed value")
+// errAmbiguousExt is wrapped alongside ErrMalformed when Guard refuses an
+// ext value because msgpack could read its payload as a map (see Guard).
+var errAmbiguousExt = errors.New("ext payload msgpack could decode as a map")
 
-func malformed(off int, format string, args ...any) error {
-	return fmt.Errorf("%w: %s at offset %d", ErrMalformed, fmt.Sprintf(format, args...), off)
+// extFrame is an ext value whose payload Guard scans as a value: its offset,
+// the stack level of its one-value container, and where its payload starts
+// and ends.
+type extFrame struct{ start, level, from, end int }
+
+// fail builds a refusal. Inside an ext scanned as a value it also names the
+// outermost such ext, whose payload is what made the frame unacceptable.
+func fail(off int, exts []extFrame, format string, args ...any) error {
+	detail := fmt.Sprintf(format, args...)
+	if len(exts) > 0 {
+		return fmt.Errorf("%w: %w at offset %d: %s at offset %d",
+			ErrMalformed, errAmbiguousExt, exts[0].start, detail, off)
+	}
+	return fmt.Errorf("%w: %s at offset %d", ErrMalformed, detail, off)
 }
 
-// Format classes for the first byte of a msgpack value.
+// Classes of the first byte of a msgpack value.
 const (
-	clsInvalid = iota // 0xc1 (never used)
-	clsFixed          // total size (header included) in fixedSize
-	clsFixStr         // 0xa0-0xbf: length in low 5 bits
+	clsInvalid = iota // 0xc1, never used
+	clsFixed          // nil, bool, fixint, int, uint, float: total size in fixedSize
+	clsFixStr         // 0xa0-0xbf: length in the low 5 bits
 	clsFixArr         // 0x90-0x9f
 	clsFixMap         // 0x80-0x8f
-	clsBytes8         // str8/bin8: 1-byte length, then payload
-	clsBytes16        // str16/bin16
-	clsBytes32        // str32/bin32
+	clsBytes8         // str8, bin8: 1-byte length, payload
+	clsBytes16        // str16, bin16
+	clsBytes32        // str32, bin32
 	clsFixExt         // fixext1..16: type byte, payload of fixedSize bytes
 	clsExt8           // ext8: 1-byte length, type byte, payload
 	clsExt16          // ext16
@@ -71,35 +81,29 @@ const (
 )
 
 // class and fixedSize are indexed by the first byte of a value.
-var (
-	class     [256]uint8
-	fixedSize [256]uint8
-)
-
-func init() {
+var class, fixedSize = func() (cls, size [256]uint8) {
 	for c := 0; c < 256; c++ {
 		switch {
-		case c <= 0x7f, c >= 0xe0: // positive / negative fixint
-			class[c], fixedSize[c] = clsFixed, 1
+		case c <= 0x7f, c >= 0xe0: // positive, negative fixint
+			cls[c], size[c] = clsFixed, 1
 		case c <= 0x8f:
-			class[c] = clsFixMap
+			cls[c] = clsFixMap
 		case c <= 0x9f:
-			class[c] = clsFixArr
+			cls[c] = clsFixArr
 		case c <= 0xbf:
-			class[c] = clsFixStr
+			cls[c] = clsFixStr
 		}
 	}
-	fixed := map[byte]uint8{
+	for c, n := range map[byte]uint8{
 		0xc0: 1, 0xc2: 1, 0xc3: 1, // nil, false, true
 		0xca: 5, 0xcb: 9, // float32, float64
 		0xcc: 2, 0xcd: 3, 0xce: 5, 0xcf: 9, // uint8..64
 		0xd0: 2, 0xd1: 3, 0xd2: 5, 0xd3: 9, // int8..64
-	}
-	for c, n := range fixed {
-		class[c], fixedSize[c] = clsFixed, n
+	} {
+		cls[c], size[c] = clsFixed, n
 	}
 	for c, n := range map[byte]uint8{0xd4: 1, 0xd5: 2, 0xd6: 4, 0xd7: 8, 0xd8: 16} {
-		class[c], fixedSize[c] = clsFixExt, n // payload size
+		cls[c], size[c] = clsFixExt, n
 	}
 	for c, k := range map[byte]uint8{
 		0xc4: clsBytes8, 0xc5: clsBytes16, 0xc6: clsBytes32, // bin
@@ -108,10 +112,10 @@ func init() {
 		0xdc: clsArr16, 0xdd: clsArr32,
 		0xde: clsMap16, 0xdf: clsMap32,
 	} {
-		class[c] = k
+		cls[c] = k
 	}
-	class[0xc1] = clsInvalid
-}
+	return cls, size
+}()
 
 // Guard walks b once without allocating proportional to any claimed length and returns nil
 // only if b holds exactly one well-formed msgpack value (no trailing bytes) such that:
@@ -122,14 +126,35 @@ func init() {
 //
 // Errors wrap ErrMalformed (use fmt.Errorf("%w: ...at offset %d", ErrMalformed, ...)); callers test with errors.Is.
 //
-// The length checks are global: all values still owed by every open
-// container must fit (one byte each) in the bytes that remain, which implies
-// the per-container rule above. Every value counts towards MaxItems: map keys,
-// map values, array elements and the containers themselves. Depth counts
-// containers only, so 32 nested fixarrays around a nil have depth 32.
+// Details:
+//   - The count check is global: every value still owed by every open
+//     container needs a byte of its own, which implies the per-container
+//     rule and also refuses e.g. [[nil, nil], <missing>, <missing>].
+//   - Every value counts towards MaxItems (containers, map keys and values,
+//     elements). Depth counts containers: 32 nested fixarrays around a nil
+//     have depth 32; an empty container counts as a level.
+//   - Ext payloads are opaque except in one case. Where msgpack v5.4.1
+//     expects a map (Decoder.DecodeMapLen: any map-typed field, map[string]any
+//     included) it skips an ext header and reads the map from the payload
+//     onwards, ignoring the ext length. A payload whose first byte is nil
+//     (0xc0) or a map header (0x80-0x8f, 0xde, 0xdf) must therefore be
+//     exactly one value meeting all the rules above (it is scanned in
+//     place, and counts as one more nesting level and one more value);
+//     otherwise msgpack could read past it, e.g. a 13-byte timestamp-shaped
+//     fixext8 whose payload starts df 7f ff ff ff makes it allocate a map of
+//     2^31 entries. For the same reason a zero-length ext is refused. Such
+//     refusals wrap an error naming the ext's offset.
+//     Note the cost for time.Time: msgpack's fixext8 timestamps begin with a
+//     byte derived from the nanoseconds, and about 8% of nanosecond values
+//     (fractions in [0.537 s, 0.604 s), [0.805 s, 0.810 s), [0.931 s, 0.940 s))
+//     give a first byte of 0x80-0x8f, 0xc0, 0xde or 0xdf; Guard refuses
+//     those (unless the payload happens to be exactly one value). Carry
+//     times as integers (e.g. Unix nanoseconds) in untrusted frames.
 //
-// Guard is iterative and does not allocate for frames nested at most 64
-// deep; it is safe for concurrent use.
+// Guard is iterative and safe for concurrent use. It does not allocate
+// unless a frame nests deeper than 40 or nests more than two exts scanned
+// as values (MaxDepth permitting); then it allocates in proportion to that
+// nesting.
 func Guard(b []byte, lim Limits) error {
 	maxBytes, maxDepth, maxItems := lim.MaxBytes, lim.MaxDepth, lim.MaxItems
 	if maxBytes <= 0 {
@@ -138,39 +163,36 @@ func Guard(b []byte, lim Limits) error {
 	if maxDepth <= 0 {
 		maxDepth = defaultMaxDepth
 	}
-	if maxDepth > maxGuardDepth {
-		maxDepth = maxGuardDepth
-	}
+	maxDepth = min(maxDepth, maxGuardDepth)
 	if maxItems <= 0 {
 		maxItems = defaultMaxItems
 	}
 
 	n := len(b)
 	if n == 0 {
-		return malformed(0, "empty frame")
+		return fail(0, nil, "empty frame")
 	}
 	if n > maxBytes {
-		return malformed(0, "frame of %d bytes exceeds MaxBytes %d", n, maxBytes)
+		return fail(0, nil, "frame of %d bytes exceeds MaxBytes %d", n, maxBytes)
 	}
 
 	// pending counts the values still owed: the top-level value plus every
 	// child announced by an open container and not yet read. Reading a
 	// value decrements it; opening a container with k children adds k.
 	// stack holds, for each open non-empty container, the value pending
-	// will have when its last child is complete, so a container closes when
-	// pending falls back to its entry (no per-level counts to decrement).
-	// committed is the number of values the frame has announced so far
-	// (read or pending); it only grows when a container opens, so MaxItems
-	// is checked there.
+	// will have once its last child is complete, so a container closes
+	// when pending falls back to its entry: no per-level counts to update.
+	// committed counts the values announced so far (read or pending); it
+	// only grows when a container opens, so MaxItems is checked there.
 	var inline [inlineDepth]int
 	stack := inline[:0]
-	var extInline [4]extFrame
+	var extInline [2]extFrame
 	exts := extInline[:0] // open exts scanned as values, innermost last
 	pos, pending, committed := 0, 1, 1
 
 	for pending > 0 {
 		if pos >= n {
-			return malformed(pos, "truncated: %d more value(s) expected", pending)
+			return fail(pos, exts, "truncated: %d more value(s) expected", pending)
 		}
 		start := pos
 		c := b[pos]
@@ -178,13 +200,13 @@ func Guard(b []byte, lim Limits) error {
 
 		var (
 			length   uint64 // str/bin/ext payload bytes after the header
-			children uint64 // values owed by an array/map
+			children uint64 // values owed by an array or map
 			extEnd   = -1   // for an ext scanned as a value: where it must end
 		)
-		if c-0xa0 < 0x20 { // fixstr, the most common value in our frames
+		if c-0xa0 < 0x20 { // fixstr, the most common value; checked first, it is faster than the table
 			sz := 1 + int(c&0x1f)
 			if sz > n-pos {
-				return malformed(start, "truncated fixstr: need %d bytes, have %d", sz, n-pos)
+				return fail(start, exts, "truncated fixstr: need %d bytes, have %d", sz, n-pos)
 			}
 			pos += sz
 			goto done
@@ -193,13 +215,10 @@ func Guard(b []byte, lim Limits) error {
 		case clsFixed:
 			sz := int(fixedSize[c])
 			if sz > n-pos {
-				return malformed(start, "truncated 0x%02x value: need %d bytes, have %d", c, sz, n-pos)
+				return fail(start, exts, "truncated 0x%02x value: need %d bytes, have %d", c, sz, n-pos)
 			}
 			pos += sz
 			goto done
-		case clsFixStr:
-			pos++
-			length = uint64(c & 0x1f)
 		case clsFixArr:
 			pos++
 			children = uint64(c & 0x0f)
@@ -210,108 +229,103 @@ func Guard(b []byte, lim Limits) error {
 			goto open
 		case clsBytes8:
 			if n-pos < 2 {
-				return malformed(start, "truncated 0x%02x header", c)
+				return fail(start, exts, "truncated 0x%02x header", c)
 			}
 			length = uint64(b[pos+1])
 			pos += 2
 		case clsBytes16:
 			if n-pos < 3 {
-				return malformed(start, "truncated 0x%02x header", c)
+				return fail(start, exts, "truncated 0x%02x header", c)
 			}
 			length = uint64(be16(b[pos+1:]))
 			pos += 3
 		case clsBytes32:
 			if n-pos < 5 {
-				return malformed(start, "truncated 0x%02x header", c)
+				return fail(start, exts, "truncated 0x%02x header", c)
 			}
 			length = uint64(be32(b[pos+1:]))
 			pos += 5
 		case clsFixExt:
 			if n-pos < 2 {
-				return malformed(start, "truncated fixext header")
+				return fail(start, exts, "truncated fixext header")
 			}
 			length = uint64(fixedSize[c])
 			pos += 2
 			goto ext
 		case clsExt8:
 			if n-pos < 3 {
-				return malformed(start, "truncated ext8 header")
+				return fail(start, exts, "truncated ext8 header")
 			}
 			length = uint64(b[pos+1])
 			pos += 3
 			goto ext
 		case clsExt16:
 			if n-pos < 4 {
-				return malformed(start, "truncated ext16 header")
+				return fail(start, exts, "truncated ext16 header")
 			}
 			length = uint64(be16(b[pos+1:]))
 			pos += 4
 			goto ext
 		case clsExt32:
 			if n-pos < 6 {
-				return malformed(start, "truncated ext32 header")
+				return fail(start, exts, "truncated ext32 header")
 			}
 			length = uint64(be32(b[pos+1:]))
 			pos += 6
 			goto ext
 		case clsArr16:
 			if n-pos < 3 {
-				return malformed(start, "truncated array16 header")
+				return fail(start, exts, "truncated array16 header")
 			}
 			children = uint64(be16(b[pos+1:]))
 			pos += 3
 			goto open
 		case clsArr32:
 			if n-pos < 5 {
-				return malformed(start, "truncated array32 header")
+				return fail(start, exts, "truncated array32 header")
 			}
 			children = uint64(be32(b[pos+1:]))
 			pos += 5
 			goto open
 		case clsMap16:
 			if n-pos < 3 {
-				return malformed(start, "truncated map16 header")
+				return fail(start, exts, "truncated map16 header")
 			}
 			children = 2 * uint64(be16(b[pos+1:]))
 			pos += 3
 			goto open
 		case clsMap32:
 			if n-pos < 5 {
-				return malformed(start, "truncated map32 header")
+				return fail(start, exts, "truncated map32 header")
 			}
 			children = 2 * uint64(be32(b[pos+1:]))
 			pos += 5
 			goto open
 		default:
-			return malformed(start, "reserved byte 0x%02x", c)
+			return fail(start, exts, "reserved byte 0x%02x", c)
 		}
 
 		// str or bin payload.
 		if left := uint64(n - pos); length > left {
-			return malformed(start, "0x%02x payload of %d bytes but only %d remain", c, length, left)
+			return fail(start, exts, "0x%02x payload of %d bytes but only %d remain", c, length, left)
 		}
 		pos += int(length)
 		goto done
 
 	ext:
 		if left := uint64(n - pos); length > left {
-			return malformed(start, "0x%02x payload of %d bytes but only %d remain", c, length, left)
+			return fail(start, exts, "0x%02x payload of %d bytes but only %d remain", c, length, left)
 		}
-		// msgpack v5.4.1 (Decoder.DecodeMapLen) skips an ext header where
-		// it expects a map and reads the map from the payload onwards,
-		// ignoring the ext length. Only a payload starting with nil or a map
-		// header gets past its first byte; such a payload must be exactly
-		// one well-formed value, so both readings agree. An empty payload
-		// would make msgpack read the following value instead.
 		if length == 0 {
-			return fmt.Errorf("%w: %w at offset %d", ErrMalformed, errAmbiguousExt, start)
+			// msgpack, expecting a map, would read the next value instead.
+			return fail(start, append(exts, extFrame{start: start}), "empty ext payload")
 		}
 		if p0 := b[pos]; p0 != 0xc0 && p0-0x80 >= 0x10 && p0 != 0xde && p0 != 0xdf {
-			pos += int(length)
+			pos += int(length) // msgpack cannot read this payload as a map
 			goto done
 		}
-		// Scan the payload in place as a one-value container that must
-		// end exactly where the payload does.
+		// Scan the payload in place as a one-value container that must end
+		// exactly where the payload does.
 		children = 1
 		extEnd = pos + int(length)
 
@@ -320,17 +334,18 @@ func Guard(b []byte, lim Limits) error {
 		// needs at least one byte. This bounds children by len(b), so the
 		// int conversions below cannot overflow.
 		if left := uint64(n - pos); uint64(pending)+children > left {
-			return malformed(start, "container claims %d values but only %d bytes remain for %d owed", children, left, uint64(pending)+children)
+			return fail(start, exts, "container of %d values but only %d bytes remain for %d values owed",
+				children, left, uint64(pending)+children)
 		}
 		if uint64(committed)+children > uint64(maxItems) {
-			return malformed(start, "container of %d values exceeds MaxItems %d", children, maxItems)
+			return fail(start, exts, "container of %d values exceeds MaxItems %d", children, maxItems)
 		}
 		if len(stack) >= maxDepth {
-			return malformed(start, "nesting deeper than MaxDepth %d", maxDepth)
+			return fail(start, exts, "nesting deeper than MaxDepth %d", maxDepth)
 		}
 		if children > 0 {
 			if extEnd >= 0 {
-				exts = append(exts, extFrame{level: len(stack), start: start, end: extEnd})
+				exts = append(exts, extFrame{start: start, level: len(stack), from: extEnd - int(length), end: extEnd})
 			}
 			stack = append(stack, pending)
 			pending += int(children)
@@ -343,8 +358,8 @@ func Guard(b []byte, lim Limits) error {
 		for len(stack) > 0 && stack[len(stack)-1] == pending {
 			stack = stack[:len(stack)-1]
 			if len(exts) > 0 && exts[len(exts)-1].level == len(stack) {
-				if pos != exts[len(exts)-1].end {
-					return fmt.Errorf("%w: %w at offset %d", ErrMalformed, errAmbiguousExt, exts[len(exts)-1].start)
+				if e := exts[len(exts)-1]; pos != e.end {
+					return fail(e.start, exts, "its %d-byte payload holds a value of %d bytes", e.end-e.from, pos-e.from)
 				}
 				exts = exts[:len(exts)-1]
 			}
@@ -352,14 +367,10 @@ func Guard(b []byte, lim Limits) error {
 	}
 
 	if pos != n {
-		return malformed(pos, "%d trailing byte(s) after value", n-pos)
+		return fail(pos, nil, "%d trailing byte(s) after value", n-pos)
 	}
 	return nil
 }
-
-// extFrame records an ext whose payload Guard scans as a value: the stack
-// level of its one-value container, its offset and where the payload ends.
-type extFrame struct{ level, start, end int }
 
 func be16(b []byte) uint16 { _ = b[1]; return uint16(b[0])<<8 | uint16(b[1]) }
 

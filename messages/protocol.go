@@ -210,10 +210,17 @@ func Encode(m Message) ([]byte, error) { return msgpack.Marshal(m) }
 // Decode bounds and guards an untrusted frame, decodes it into m and
 // checks its version. Every failure wraps ErrMalformed (errors.Is) and
 // maps to invalid_request on the wire.
-func Decode(b []byte, m Message, lim Limits) error {
+func Decode(b []byte, m Message, lim Limits) (err error) {
 	if err := Guard(b, lim); err != nil {
 		return err
 	}
+	// msgpack v5.4.1 panics on some well-formed frames (nil decoded into a
+	// struct-typed field); a frame is never worth a process.
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: decoder panicked: %v", ErrMalformed, r)
+		}
+	}()
 	if err := msgpack.Unmarshal(b, m); err != nil {
 		return fmt.Errorf("%w: %v", ErrMalformed, err)
 	}

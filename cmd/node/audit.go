@@ -111,6 +111,9 @@ func verify(read func(func([]byte) error) error, openOK bool) error {
 		return err
 	}
 	rep := v.Finish(openOK)
+	if rep.Violations == nil {
+		rep.Violations = []audit.Violation{}
+	}
 	el := time.Since(start)
 	rate := float64(rep.Events) / max(el.Seconds(), 1e-9)
 	if err := printJSON(map[string]any{
