@@ -241,7 +241,7 @@ func (a *turnActor) invoke(ctx actor.Context, sender *actor.PID, msg *invokeTool
 	}
 	p := a.sh.providers[d.Tool.Identity.Provider]
 	call := providers.Call{
-		Access: msg.access, CallID: d.CallID, Tool: d.Tool.Identity, Revision: d.Tool.Revision,
+		Access: msg.access, CallID: d.CallID, Tool: d.Tool.Identity, Revision: d.Tool.Revision, Token: d.Tool.Token,
 		Arguments: msg.inv.Arguments, Resource: d.Resource,
 	}
 	root, self, timeout := ctx.ActorSystem().Root, ctx.Self(), a.sh.opts.CallTimeout

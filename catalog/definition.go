@@ -42,6 +42,10 @@ type Definition struct {
 	Capability string `json:"capability" yaml:"capability" msgpack:"capability"`
 	// Requirement is the resource template, e.g. "notion/workspace/{workspace}".
 	Requirement string `json:"requirement" yaml:"requirement" msgpack:"requirement"`
+	// Token is the provider's own opaque revision token for this contract,
+	// sent back when the tool is invoked. Not part of the contract (and not
+	// hashed): the node's Revision is computed from the contract itself.
+	Token string `json:"token,omitempty" yaml:"-" msgpack:"token"`
 }
 
 // Limits bound what a provider may put in a definition. The discovery
@@ -111,6 +115,9 @@ type Tool struct {
 	Annotations  json.RawMessage // canonical object, "{}" when none
 	Capability   string
 	Requirement  Requirement
+	// Token is the provider's revision token (Definition.Token); empty
+	// for in-process providers, which are sent Revision.
+	Token string
 
 	schema *jsonschema.Schema
 	limits Limits
@@ -225,7 +232,7 @@ func Normalize(provider string, d Definition, lim Limits) (*Tool, error) {
 		Identity: Identity{Provider: provider, Name: d.Name}, Namespace: ns,
 		Contract: canon, Revision: hex.EncodeToString(sum[:]),
 		Description: desc, InputSchema: in, OutputSchema: out, Annotations: ann,
-		Capability: d.Capability, Requirement: req, schema: schema, limits: lim,
+		Capability: d.Capability, Requirement: req, Token: d.Token, schema: schema, limits: lim,
 	}, nil
 }
 
@@ -252,6 +259,6 @@ func (t *Tool) Definition() Definition {
 	return Definition{
 		Name: t.Identity.Name, Namespace: t.Namespace, Description: t.Description,
 		InputSchema: t.InputSchema, OutputSchema: t.OutputSchema, Annotations: t.Annotations,
-		Capability: t.Capability, Requirement: t.Requirement.String(),
+		Capability: t.Capability, Requirement: t.Requirement.String(), Token: t.Token,
 	}
 }

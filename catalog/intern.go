@@ -69,7 +69,7 @@ func definitionKey(provider string, d Definition) [32]byte {
 	h := sha256.New()
 	for _, f := range [][]byte{
 		[]byte(provider), []byte(d.Name), []byte(d.Namespace), []byte(d.Description),
-		d.InputSchema, d.OutputSchema, d.Annotations, []byte(d.Capability), []byte(d.Requirement),
+		d.InputSchema, d.OutputSchema, d.Annotations, []byte(d.Capability), []byte(d.Requirement), []byte(d.Token),
 	} {
 		var n [8]byte
 		for i := range n {

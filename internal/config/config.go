@@ -98,6 +98,12 @@ type Provider struct {
 	Kind     string `yaml:"kind"`
 	Required bool   `yaml:"required"`
 	Tools    []Tool `yaml:"tools"`
+	// Host, for a nats provider, names a provider this node also serves
+	// itself, in process but over NATS like any other instance (e.g.
+	// "calendar", the example provider). Empty: it runs elsewhere.
+	Host string `yaml:"host"`
+	// TTL of a hosted provider's advertised revisions. Default 5m.
+	TTL Duration `yaml:"ttl"`
 }
 
 // Tool is a static tool.
@@ -242,8 +248,14 @@ func (c *Config) Validate() error {
 			if len(p.Tools) > 0 {
 				add("providers[%d] (%s): a nats provider's tools come from the provider, not the config", i, p.ID)
 			}
+			if p.TTL < 0 {
+				add("providers[%d] (%s): ttl must not be negative", i, p.ID)
+			}
 		default:
 			add("providers[%d] (%s): kind %q must be static or nats", i, p.ID, p.Kind)
+		}
+		if p.Host != "" && p.Kind != "nats" {
+			add("providers[%d] (%s): host is only for nats providers", i, p.ID)
 		}
 	}
 	return errors.Join(errs...)

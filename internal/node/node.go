@@ -21,12 +21,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sharedos/sharedos/actors"
+	"github.com/sharedos/sharedos/examples/calendar"
 	"github.com/sharedos/sharedos/internal/audit"
 	"github.com/sharedos/sharedos/internal/config"
 	"github.com/sharedos/sharedos/internal/natsfront"
 	"github.com/sharedos/sharedos/internal/natsserver"
 	"github.com/sharedos/sharedos/internal/providers"
 	"github.com/sharedos/sharedos/messages"
+	"github.com/sharedos/sharedos/provider"
 )
 
 // Options are what the configuration file does not say.
@@ -36,6 +38,9 @@ type Options struct {
 	Providers []providers.ContextToolProvider
 	// Handlers are the static tools' handlers; default providers.Builtins().
 	Handlers map[string]providers.Handler
+	// Hostable are the providers a config may ask the node to host
+	// (providers[].host); default {"calendar": the example provider}.
+	Hostable map[string]provider.Provider
 }
 
 // Node is a running node.
@@ -47,6 +52,7 @@ type Node struct {
 	sink    *audit.JetStreamSink
 	kernel  *actors.Kernel
 	front   *natsfront.Front
+	hosts   []*provider.Host
 	httpSrv *http.Server
 	httpLn  net.Listener
 	metrics *metrics
@@ -63,6 +69,9 @@ func Start(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err 
 	}
 	if opts.Handlers == nil {
 		opts.Handlers = providers.Builtins()
+	}
+	if opts.Hostable == nil {
+		opts.Hostable = map[string]provider.Provider{"calendar": calendar.Provider(nil)}
 	}
 	n := &Node{cfg: cfg, log: opts.Logger.With("node", cfg.Node.ID)}
 	defer func() {
@@ -100,6 +109,27 @@ func Start(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err 
 	var ps []providers.ContextToolProvider
 	for _, s := range static {
 		ps = append(ps, s)
+	}
+	for _, p := range cfg.Providers {
+		if p.Kind != "nats" {
+			continue
+		}
+		if p.Host != "" {
+			impl, ok := opts.Hostable[p.Host]
+			if !ok {
+				return nil, fmt.Errorf("node: provider %s: no hostable provider %q", p.ID, p.Host)
+			}
+			ttl := time.Duration(p.TTL)
+			if ttl == 0 {
+				ttl = 5 * time.Minute
+			}
+			h, err := provider.Serve(n.nc, p.ID, impl, &provider.Options{Prefix: cfg.NATS.Prefix, TTL: ttl})
+			if err != nil {
+				return nil, fmt.Errorf("node: hosting provider %s: %w", p.ID, err)
+			}
+			n.hosts = append(n.hosts, h)
+		}
+		ps = append(ps, providers.NewRemote(n.nc, p.ID, cfg.NATS.Prefix))
 	}
 	ps = append(ps, opts.Providers...)
 	var kernelRef atomic.Pointer[actors.Kernel]
@@ -240,6 +270,9 @@ func (n *Node) Shutdown(ctx context.Context) error {
 		}
 		if n.kernel != nil {
 			errs = append(errs, n.kernel.Shutdown(ctx))
+		}
+		for _, h := range n.hosts {
+			errs = append(errs, h.Stop(ctx))
 		}
 		if n.sink != nil {
 			errs = append(errs, n.sink.Close(ctx))

@@ -60,10 +60,13 @@ type Freshness struct {
 
 // Call is one execution request.
 type Call struct {
-	Access    authority.AccessContext
-	CallID    string
-	Tool      catalog.Identity
-	Revision  string
+	Access   authority.AccessContext
+	CallID   string
+	Tool     catalog.Identity
+	Revision string
+	// Token is the provider's own revision token for the pinned contract
+	// (catalog.Definition.Token), when it gave one.
+	Token     string
 	Arguments json.RawMessage
 	// Resource is the resource the kernel resolved and authorized.
 	Resource string
@@ -96,8 +99,14 @@ func Classify(err error) reason.Code {
 	return reason.ProviderError
 }
 
-// ClassifiedError wraps err as a *reason.Error with its class, naming the provider.
+// ClassifiedError returns err as a *reason.Error with its class. A coded
+// error keeps its message (it already names the provider); anything else
+// is prefixed with the provider id.
 func ClassifiedError(provider string, err error) *reason.Error {
+	var re *reason.Error
+	if errors.As(err, &re) {
+		return &reason.Error{Code: Classify(err), Message: re.Message}
+	}
 	return reason.New(Classify(err), "provider %s: %v", provider, err)
 }
 

@@ -1,0 +1,86 @@
+package conformance
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/sharedos/sharedos/actors"
+	"github.com/sharedos/sharedos/catalog"
+	"github.com/sharedos/sharedos/client"
+	"github.com/sharedos/sharedos/internal/natsfront"
+	"github.com/sharedos/sharedos/internal/natsserver/natstest"
+	"github.com/sharedos/sharedos/internal/providers"
+	"github.com/sharedos/sharedos/provider"
+)
+
+// RemoteProvider is the column where every tool is served by a provider
+// over NATS (the provider SDK's host), reached by the node through its
+// proxy, and the turn is driven through the Go client: nothing in process
+// but the kernel.
+var RemoteProvider = Column{
+	Name: "remote-provider",
+	Start: func(t testing.TB, f *Fixture, opts actors.Options) Driver {
+		_, nc := natstest.Start(t, false)
+		var remote []providers.ContextToolProvider
+		for _, p := range opts.Providers {
+			m, ok := p.(*providers.Memory)
+			if !ok {
+				t.Fatalf("remote-provider column: provider %s is not a fixture provider", p.ID())
+			}
+			h, err := provider.Serve(nc, m.ID(), MemoryProvider{M: m}, &provider.Options{TTL: time.Hour})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = h.Stop(context.Background()) })
+			remote = append(remote, providers.NewRemote(nc, m.ID(), "sharedos"))
+		}
+		opts.Providers = remote
+		k, err := actors.New(opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		front, err := natsfront.Serve(nc, k, natsfront.Options{Logger: opts.Logger})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = front.Stop(context.Background())
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_ = k.Shutdown(ctx)
+		})
+		return &ClientDriver{C: client.New(nc, nil)}
+	},
+}
+
+// MemoryProvider serves a programmable in-memory provider through the
+// provider SDK: its catalogue is the memory provider's (counted there),
+// and each tool's handler executes the memory provider's tool at the
+// revision it was advertised with, so the memory provider's own contract
+// checks (Retire) apply over the wire too.
+type MemoryProvider struct{ M *providers.Memory }
+
+// Tools implements provider.Provider.
+func (p MemoryProvider) Tools(ctx context.Context, access provider.Access) ([]provider.Tool, error) {
+	cat, err := p.M.Catalog(ctx, access)
+	if err != nil {
+		return nil, err
+	}
+	tools := make([]provider.Tool, 0, len(cat.Definitions))
+	for _, d := range cat.Definitions {
+		t, err := catalog.Normalize(p.M.ID(), d, catalog.Limits{})
+		if err != nil {
+			return nil, err
+		}
+		rev := t.Revision
+		tools = append(tools, provider.Tool{Definition: d, Handler: func(ctx context.Context, call provider.Call) (provider.Result, error) {
+			res, err := p.M.Invoke(ctx, providers.Call{
+				Access: call.Access, CallID: call.CallID, Tool: catalog.Identity{Provider: p.M.ID(), Name: call.Tool},
+				Revision: rev, Arguments: call.Arguments, Resource: call.Resource,
+			})
+			return provider.Result{Text: res.Text, Structured: res.Structured, IsError: res.IsError}, err
+		}})
+	}
+	return tools, nil
+}

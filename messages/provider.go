@@ -1,0 +1,87 @@
+package messages
+
+// The provider protocol: how a node reaches a provider over NATS. Two
+// requests, on subjects under the prefix:
+//
+//	<prefix>.provider.<provider id>.catalog   ProviderCatalogRequest → ProviderCatalogReply
+//	<prefix>.provider.<provider id>.invoke    ProviderInvokeRequest  → ProviderInvokeReply
+//
+// Instances of one provider share the queue group ProviderQueueGroup(id).
+
+// ProviderCatalogSubject is where a provider answers catalogue requests.
+func ProviderCatalogSubject(prefix, provider string) string {
+	return prefix + ".provider." + provider + ".catalog"
+}
+
+// ProviderInvokeSubject is where a provider executes its tools.
+func ProviderInvokeSubject(prefix, provider string) string {
+	return prefix + ".provider." + provider + ".invoke"
+}
+
+// ProviderQueueGroup is the queue group a provider's instances share.
+func ProviderQueueGroup(provider string) string { return "sharedos-provider-" + provider }
+
+// ProviderCatalogRequest asks for the tools offered to an access context.
+type ProviderCatalogRequest struct {
+	V         int    `msgpack:"v"`
+	Access    Access `msgpack:"access"`
+	TimeoutMs uint32 `msgpack:"timeout_ms,omitempty"`
+}
+
+// ProviderTool is one tool a provider offers. Schemas and annotations are
+// JSON documents. Revision is the provider's own token for this exact
+// contract: opaque to the node, sent back on invoke, and changed by the
+// provider whenever the contract changes (the Go SDK uses the SHA-256 of
+// the canonical contract).
+type ProviderTool struct {
+	Name         string `msgpack:"name"`
+	Namespace    string `msgpack:"namespace,omitempty"`
+	Description  string `msgpack:"description"`
+	InputSchema  []byte `msgpack:"input_schema"`
+	OutputSchema []byte `msgpack:"output_schema,omitempty"`
+	Annotations  []byte `msgpack:"annotations,omitempty"`
+	Capability   string `msgpack:"capability"`
+	Requirement  string `msgpack:"requirement"`
+	Revision     string `msgpack:"revision"`
+}
+
+// ProviderCatalogReply answers ProviderCatalogRequest.
+type ProviderCatalogReply struct {
+	V     int            `msgpack:"v"`
+	Error *Error         `msgpack:"error,omitempty"`
+	Tools []ProviderTool `msgpack:"tools,omitempty"`
+	// TTLMs: how long the provider keeps honouring these revisions (ms).
+	TTLMs uint32 `msgpack:"ttl_ms,omitempty"`
+	// Scope: "principal" (default), "tenant" or "global".
+	Scope string `msgpack:"scope,omitempty"`
+}
+
+// ProviderInvokeRequest executes one tool at the revision a turn pinned.
+type ProviderInvokeRequest struct {
+	V        int    `msgpack:"v"`
+	Access   Access `msgpack:"access"`
+	CallID   string `msgpack:"call"`
+	Tool     string `msgpack:"tool"`
+	Revision string `msgpack:"revision"`
+	Args     []byte `msgpack:"args,omitempty"`
+	// Resource is the resource the node resolved from the arguments and
+	// authorized against the principal's grants.
+	Resource  string `msgpack:"resource,omitempty"`
+	TimeoutMs uint32 `msgpack:"timeout_ms,omitempty"`
+}
+
+// ProviderInvokeReply answers ProviderInvokeRequest. Error is set when the
+// provider did not run the tool (capability_changed, provider_error, …);
+// IsError when the tool ran and reports failure.
+type ProviderInvokeReply struct {
+	V          int    `msgpack:"v"`
+	Error      *Error `msgpack:"error,omitempty"`
+	Text       string `msgpack:"text,omitempty"`
+	Structured []byte `msgpack:"structured,omitempty"`
+	IsError    bool   `msgpack:"is_error,omitempty"`
+}
+
+func (m *ProviderCatalogRequest) version() int { return m.V }
+func (m *ProviderCatalogReply) version() int   { return m.V }
+func (m *ProviderInvokeRequest) version() int  { return m.V }
+func (m *ProviderInvokeReply) version() int    { return m.V }

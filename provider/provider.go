@@ -1,0 +1,111 @@
+// Package provider is the SDK for writing a SharedOS tool provider in Go.
+//
+// A provider offers tools to access contexts and executes them. Implement
+// Provider and call Serve:
+//
+//	type weather struct{}
+//
+//	func (weather) Tools(ctx context.Context, a provider.Access) ([]provider.Tool, error) {
+//		return []provider.Tool{{Definition: forecastDef, Handler: forecast}}, nil
+//	}
+//
+//	host, err := provider.Serve(nc, "weather", weather{}, nil)
+//	defer host.Stop(ctx)
+//
+// The host answers the node's two requests over NATS (see docs/protocol.md):
+// catalogue (the tools for an access context, each with its revision, and
+// the provider's freshness) and invoke. Before it runs a tool it checks the
+// revision the turn pinned: it runs the contract the turn was shown — the
+// current one, or one it advertised within its TTL — and otherwise refuses
+// with capability_changed. It never runs a different contract and never
+// falls back to a similarly named tool.
+//
+// Each provider runs as an actor that owns its ledger of advertised
+// revisions; catalogue and tool code run on their own goroutines, so a slow
+// tool does not hold up other calls.
+package provider
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"time"
+
+	"github.com/sharedos/sharedos/authority"
+	"github.com/sharedos/sharedos/catalog"
+)
+
+// Access is the context a catalogue or call is for.
+type Access = authority.AccessContext
+
+// Definition is a tool's contract (see catalog.Definition).
+type Definition = catalog.Definition
+
+// Tool is a definition and the handler that executes it.
+type Tool struct {
+	Definition Definition
+	Handler    Handler
+}
+
+// Handler executes one call. It must honour ctx (the call's deadline).
+// Returning an error means the tool could not run (the node records
+// provider_error, or the code of a *reason.Error); a tool that ran and
+// failed returns Result{IsError: true}.
+type Handler func(ctx context.Context, call Call) (Result, error)
+
+// Call is one execution.
+type Call struct {
+	Access    Access
+	CallID    string
+	Tool      string
+	Arguments json.RawMessage
+	// Resource is what the node resolved from the arguments and authorized.
+	Resource string
+}
+
+// Result is what a tool returns.
+type Result struct {
+	Text       string
+	Structured json.RawMessage
+	IsError    bool
+}
+
+// Provider is what a provider implements.
+//
+// Tools returns the tools offered to access now. It is called for every
+// catalogue request and before every execution (to learn the current
+// contract), concurrently, so it must be safe for concurrent use and cheap
+// — cache inside it if computing the list is expensive. It must honour ctx.
+type Provider interface {
+	Tools(ctx context.Context, access Access) ([]Tool, error)
+}
+
+// ProviderFunc adapts a function to Provider.
+type ProviderFunc func(ctx context.Context, access Access) ([]Tool, error)
+
+// Tools calls f.
+func (f ProviderFunc) Tools(ctx context.Context, access Access) ([]Tool, error) {
+	return f(ctx, access)
+}
+
+// Options configure Serve; nil means defaults.
+type Options struct {
+	// Prefix of the subjects. Default "sharedos".
+	Prefix string
+	// TTL is how long an advertised revision stays executable after it
+	// stops being current (the freshness the catalogue reply declares).
+	// Default 0: only the current contract runs.
+	TTL time.Duration
+	// Scope is who else may be shown the same catalogue: "principal"
+	// (default), "tenant" or "global".
+	Scope string
+	// MaxConcurrent bounds requests in flight; beyond it requests are
+	// refused overloaded. Default 1024.
+	MaxConcurrent int
+	// Logger receives the host's logs; nil discards them.
+	Logger *slog.Logger
+	// Limits bound definitions (the provider checks its own tools with the
+	// node's rules, so a bad definition fails here, loudly, not silently
+	// at the node).
+	Limits catalog.Limits
+}
