@@ -55,12 +55,12 @@ func TestReadmeCommands(t *testing.T) {
 		return m
 	}
 
-	opened := cli(0, "turn", "open", "--tenant", "acme", "--principal", "ada", "--ns", "notes,text")
+	opened := cli(0, "turn", "open", "--tenant", "acme", "--principal", "ada", "--ns", "notes,text,calendar")
 	if !strings.HasPrefix(opened["turn"].(string), "node-1/node-1.") {
 		t.Fatalf("open printed %v", opened)
 	}
 	listed := cli(0, "turn", "list")
-	if len(listed["tools"].([]any)) != 5 {
+	if len(listed["tools"].([]any)) != 8 {
 		t.Fatalf("list printed %v", listed)
 	}
 	called := cli(0, "turn", "call", "notes_put", `{"space":"acme","title":"plan","body":"ship the kernel"}`)
@@ -70,6 +70,10 @@ func TestReadmeCommands(t *testing.T) {
 	refused := cli(3, "turn", "call", "notes_put", `{"space":"globex","title":"x","body":"y"}`)
 	if refused["refused"] != "no_matching_grant" {
 		t.Fatalf("ungranted call printed %v", refused)
+	}
+	between := cli(0, "turn", "call", "calendar_between", `{"from":"2026-11-30","to":"2026-12-24"}`)
+	if between["text"] != "24 days (18 business days)" || between["tool"] != "calendar/between" {
+		t.Fatalf("remote provider call printed %v", between)
 	}
 	cli(0, "turn", "ns-set", "text")
 	if r := cli(3, "turn", "call", "notes_get", `{"space":"acme","title":"plan"}`); r["refused"] != "namespace_disabled" {

@@ -30,7 +30,7 @@ func Provider(now func() time.Time) provider.Provider {
 		{Definition: def("between", "Days, weeks and business days (Monday to Friday) from one date (YYYY-MM-DD) to another.",
 			`{"type":"object","properties":{"from":{"type":"string","format":"date"},"to":{"type":"string","format":"date"}},"required":["from","to"],"additionalProperties":false}`),
 			Handler: c.between},
-		{Definition: def("add", "Add years, months and days to a date (YYYY-MM-DD); returns the date and its weekday.",
+		{Definition: def("add", "Add years, months and days to a date (YYYY-MM-DD); months clamp to the end of the month. Returns the date and its weekday.",
 			`{"type":"object","properties":{"date":{"type":"string","format":"date"},"years":{"type":"integer","minimum":-1000,"maximum":1000},"months":{"type":"integer","minimum":-12000,"maximum":12000},"days":{"type":"integer","minimum":-366000,"maximum":366000}},"required":["date"],"additionalProperties":false}`),
 			Handler: c.add},
 	}
@@ -111,6 +111,14 @@ func (c *cal) between(_ context.Context, call provider.Call) (provider.Result, e
 	})
 }
 
+// addMonths adds months, clamping to the last day of the target month
+// (January 31 plus one month is the end of February, not March 2).
+func addMonths(d time.Time, months int) time.Time {
+	first := time.Date(d.Year(), d.Month(), 1, 0, 0, 0, 0, time.UTC).AddDate(0, months, 0)
+	last := first.AddDate(0, 1, -1).Day()
+	return time.Date(first.Year(), first.Month(), min(d.Day(), last), 0, 0, 0, 0, time.UTC)
+}
+
 func (c *cal) add(_ context.Context, call provider.Call) (provider.Result, error) {
 	var a struct {
 		Date                string
@@ -123,7 +131,7 @@ func (c *cal) add(_ context.Context, call provider.Call) (provider.Result, error
 	if err != nil {
 		return failed("date must be YYYY-MM-DD")
 	}
-	r := d.AddDate(a.Years, a.Months, a.Days)
+	r := addMonths(d, a.Years*12+a.Months).AddDate(0, 0, a.Days)
 	return result(fmt.Sprintf("%s (%s)", r.Format(time.DateOnly), r.Weekday()), map[string]any{
 		"date": r.Format(time.DateOnly), "weekday": r.Weekday().String(),
 	})
