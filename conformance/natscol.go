@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/sharedos/sharedos/actors"
 	"github.com/sharedos/sharedos/authority"
 	"github.com/sharedos/sharedos/catalog"
@@ -23,22 +25,28 @@ var NATS = Column{
 	Name: "nats",
 	Start: func(t testing.TB, f *Fixture, opts actors.Options) Driver {
 		_, nc := natstest.Start(t, false)
-		k, err := actors.New(opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		front, err := natsfront.Serve(nc, k, natsfront.Options{Logger: opts.Logger})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			_ = front.Stop(context.Background())
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			_ = k.Shutdown(ctx)
-		})
-		return &ClientDriver{C: client.New(nc, nil)}
+		return serveOverNATS(t, nc, opts)
 	},
+}
+
+// serveOverNATS starts a kernel with opts behind a NATS front on nc and
+// returns a driver that reaches it through the Go client.
+func serveOverNATS(t testing.TB, nc *nats.Conn, opts actors.Options) Driver {
+	k, err := actors.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	front, err := natsfront.Serve(nc, k, natsfront.Options{Logger: opts.Logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = front.Stop(context.Background())
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = k.Shutdown(ctx)
+	})
+	return &ClientDriver{C: client.New(nc, nil)}
 }
 
 // ClientDriver adapts the Go client to Driver. It remembers each turn's

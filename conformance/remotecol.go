@@ -7,8 +7,6 @@ import (
 
 	"github.com/sharedos/sharedos/actors"
 	"github.com/sharedos/sharedos/catalog"
-	"github.com/sharedos/sharedos/client"
-	"github.com/sharedos/sharedos/internal/natsfront"
 	"github.com/sharedos/sharedos/internal/natsserver/natstest"
 	"github.com/sharedos/sharedos/internal/providers"
 	"github.com/sharedos/sharedos/provider"
@@ -36,21 +34,7 @@ var RemoteProvider = Column{
 			remote = append(remote, providers.NewRemote(nc, m.ID(), "sharedos"))
 		}
 		opts.Providers = remote
-		k, err := actors.New(opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		front, err := natsfront.Serve(nc, k, natsfront.Options{Logger: opts.Logger})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			_ = front.Stop(context.Background())
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			_ = k.Shutdown(ctx)
-		})
-		return &ClientDriver{C: client.New(nc, nil)}
+		return serveOverNATS(t, nc, opts)
 	},
 }
 
