@@ -123,7 +123,7 @@ func (a *turnActor) resolving(ctx actor.Context) {
 			}
 			a.dispatch(ctx, env)
 		}
-		if a.oneOp && msg.res.Err != nil {
+		if a.oneOp && msg.res.Err != nil && a.m != nil {
 			a.finish(ctx, "one_operation")
 		}
 	case *completed:
@@ -137,6 +137,12 @@ func (a *turnActor) resolving(ctx actor.Context) {
 // fresh resolution (only with Switches.ReresolvePerOperation) the rest of
 // the stash waits for it, in order.
 func (a *turnActor) dispatch(ctx actor.Context, env envelope) {
+	if a.m == nil { // an earlier message of this stash closed the turn
+		if env.sender != nil {
+			ctx.Send(env.sender, reason.New(reason.TurnClosed, "turn %s is closed", a.access.TurnID))
+		}
+		return
+	}
 	if len(a.stash) > 0 { // a resolution started by an earlier unstashed message
 		a.stash = append(a.stash, env)
 		return
@@ -342,6 +348,9 @@ func (a *turnActor) finish(ctx actor.Context, why string) {
 		ctx.Stop(ctx.Self())
 		return
 	}
+	// The lingering actor answers turn_closed and nothing else: let the
+	// held registry, authority and chain go now.
+	a.m, a.stash = nil, nil
 	a.behavior.Become(a.finished)
 	ctx.SetReceiveTimeout(a.sh.opts.Linger)
 }
