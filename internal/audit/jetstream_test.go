@@ -1,0 +1,655 @@
+package audit
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/goleak"
+
+	"github.com/sharedos/sharedos/internal/natsserver"
+	"github.com/sharedos/sharedos/internal/natsserver/natstest"
+	"github.com/sharedos/sharedos/reason"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+var quietLogger = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// buildTurn returns a valid, closed chain of n (>= 4) records for one turn:
+// turn.opened, tool.catalog.resolved, [tool.catalog.listed],
+// tool.invoked/tool.completed pairs, turn.closed.
+func buildTurn(tb testing.TB, tenant, turnID string, n int) []*Record {
+	tb.Helper()
+	if n < 4 {
+		tb.Fatalf("buildTurn: n = %d < 4", n)
+	}
+	tool := Tool{Alias: "notes_search", Provider: "notes", Name: "search", Namespace: "notes", Revision: "r1"}
+	// The catalogue hash as the registry computes it (catalog/registry.go).
+	sum := sha256.Sum256([]byte(`{"tools":[{"alias":"` + tool.Alias + `","revision":"` + tool.Revision + `"}],"v":1}`))
+	catHash := hex.EncodeToString(sum[:])
+	base := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	var out []*Record
+	prev := ""
+	add := func(ev *Event) {
+		seq := uint64(len(out))
+		ev.ID = turnID + "-" + strconv.FormatUint(seq, 10)
+		ev.Time = base.Add(time.Duration(seq) * time.Millisecond)
+		ev.Node = "n1"
+		ev.Tenant = tenant
+		ev.Principal = "ada"
+		ev.TurnID = turnID
+		ev.Seq = seq
+		ev.PrevHash = prev
+		rec, err := Encode(ev)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		prev = rec.Hash
+		out = append(out, rec)
+	}
+	add(&Event{Type: TurnOpened, Namespaces: []string{"notes"}})
+	add(&Event{Type: CatalogResolved, CatalogHash: catHash, Catalog: &Catalog{Tools: []Tool{tool}, Providers: []ProviderStatus{{Provider: "notes", Status: "ok", Tools: 1}}}})
+	if (n-3)%2 == 1 {
+		add(&Event{Type: CatalogListed, CatalogHash: catHash, Listed: []string{tool.Alias}})
+	}
+	for call := 0; len(out) < n-1; call++ {
+		id := "call" + strconv.Itoa(call)
+		add(&Event{Type: ToolInvoked, CatalogHash: catHash, Call: &Call{ID: id, Alias: tool.Alias, Provider: tool.Provider, Name: tool.Name, Revision: tool.Revision, Step: call + 1, Decision: "allow"}})
+		add(&Event{Type: ToolCompleted, CatalogHash: catHash, Call: &Call{ID: id, Alias: tool.Alias, Outcome: "ok", Duration: 10}})
+	}
+	add(&Event{Type: TurnClosed, CatalogHash: catHash, Close: &Close{Reason: "closed", Steps: (n - 3) / 2, Events: uint64(n)}})
+	return out
+}
+
+func ctxT(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func newSink(t testing.TB, nc *nats.Conn, opts JetStreamOptions) *JetStreamSink {
+	t.Helper()
+	if opts.Logger == nil {
+		opts.Logger = quietLogger
+	}
+	s, err := NewJetStreamSink(ctxT(t, 5*time.Second), nc, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close(context.Background()) })
+	return s
+}
+
+func streamMsgs(t testing.TB, nc *nats.Conn, stream string) uint64 {
+	t.Helper()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := js.Stream(ctxT(t, 5*time.Second), stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.CachedInfo().State.Msgs
+}
+
+func readAllData(t testing.TB, nc *nats.Conn, opts TailOptions) [][]byte {
+	t.Helper()
+	var out [][]byte
+	err := ReadAll(ctxT(t, 10*time.Second), nc, opts, func(data []byte, ev *Event) error {
+		if ev == nil {
+			t.Errorf("undecodable record %q", data)
+		}
+		out = append(out, data)
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("ReadAll: %v", err)
+	}
+	return out
+}
+
+func TestSubjectTenantToken(t *testing.T) {
+	for _, tc := range []struct{ tenant, token string }{
+		{"acme", "acme"},
+		{"Acme_Corp-2", "Acme_Corp-2"},
+		{"", "~"},
+		{"a.b", "~612e62"},
+		{"a b", "~612062"},
+		{"*", "~2a"},
+		{">", "~3e"},
+		{"~x", "~7e78"},
+		{"ü", "~c3bc"},
+	} {
+		if got := TenantToken(tc.tenant); got != tc.token {
+			t.Errorf("TenantToken(%q) = %q, want %q", tc.tenant, got, tc.token)
+		}
+	}
+	if got, want := Subject("sharedos", "acme", ToolInvoked), "sharedos.audit.acme.tool.invoked"; got != want {
+		t.Errorf("Subject = %q, want %q", got, want)
+	}
+	if got, want := Subject("x.y", "a.b", TurnOpened), "x.y.audit.~612e62.turn.opened"; got != want {
+		t.Errorf("Subject = %q, want %q", got, want)
+	}
+	if got := StreamSubjects("sharedos"); len(got) != 1 || got[0] != "sharedos.audit.>" {
+		t.Errorf("StreamSubjects = %q", got)
+	}
+	f := TailFilter{Tenant: "a.b", Types: []Type{ToolInvoked, ToolInvoked, TurnClosed}}
+	subs, err := f.FilterSubjects("sharedos")
+	if err != nil || len(subs) != 2 || subs[0] != "sharedos.audit.~612e62.tool.invoked" || subs[1] != "sharedos.audit.~612e62.turn.closed" {
+		t.Errorf("FilterSubjects = %q, %v", subs, err)
+	}
+	if subs, _ := (TailFilter{Types: []Type{ToolInvoked}}).FilterSubjects("p"); len(subs) != 1 || subs[0] != "p.audit.*.tool.invoked" {
+		t.Errorf("FilterSubjects(any tenant) = %q", subs)
+	}
+	if _, err := (TailFilter{Types: []Type{"tool.*"}}).FilterSubjects("p"); err == nil {
+		t.Error("wildcard type accepted as filter")
+	}
+}
+
+func TestNewJetStreamSinkRefusesBadOptions(t *testing.T) {
+	_, nc := natstest.Start(t, true)
+	for _, o := range []JetStreamOptions{
+		{Prefix: "a.*"}, {Prefix: "a..b"}, {Prefix: "a b"}, {Durability: "sometimes"}, {AckTimeout: -1},
+	} {
+		if _, err := NewJetStreamSink(ctxT(t, 5*time.Second), nc, o); err == nil {
+			t.Errorf("NewJetStreamSink(%+v) succeeded", o)
+		}
+	}
+}
+
+// 1000 records of 8 turns and 3 tenants, each turn emitted from its own
+// goroutine (as the kernel does): every receipt ok, each turn stored in
+// order with identical bytes, and the whole trail verifies.
+func TestJetStreamSinkRoundTrip(t *testing.T) {
+	_, nc := natstest.Start(t, true)
+	var published atomic.Int64
+	sink := newSink(t, nc, JetStreamOptions{OnPublish: func(_ time.Duration, err error) {
+		if err == nil {
+			published.Add(1)
+		}
+	}})
+	tenants := []string{"acme", "globex", "weird tenant/ü"}
+	var turns [][]*Record
+	for i := range 8 {
+		turns = append(turns, buildTurn(t, tenants[i%3], fmt.Sprintf("n1.turn%d", i), 125))
+	}
+	ctx := ctxT(t, 10*time.Second)
+	var wg sync.WaitGroup
+	for _, recs := range turns {
+		wg.Go(func() {
+			receipts := make([]Receipt, len(recs))
+			for i, r := range recs {
+				receipts[i] = sink.Emit(r)
+			}
+			for i, rc := range receipts {
+				if err := Wait(ctx, rc); err != nil {
+					t.Errorf("receipt %s: %v", recs[i].Event.ID, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if got := published.Load(); got != 1000 {
+		t.Errorf("OnPublish saw %d successes, want 1000", got)
+		t.Logf("diagnostics: stream holds %d messages; conn stats %+v, status %v; sink pending %d", streamMsgs(t, nc, DefaultStream), nc.Stats(), nc.Status(), sink.Pending())
+	}
+	if n := sink.Pending(); n != 0 {
+		t.Errorf("Pending = %d after every receipt completed", n)
+	}
+
+	var all [][]byte
+	byTurn := map[string][][]byte{}
+	err := ReadAll(ctx, nc, TailOptions{}, func(data []byte, ev *Event) error {
+		if ev == nil {
+			return fmt.Errorf("undecodable %q", data)
+		}
+		all = append(all, data)
+		byTurn[ev.TurnID] = append(byTurn[ev.TurnID], data)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 1000 {
+		t.Fatalf("ReadAll returned %d records, want 1000", len(all))
+	}
+	for _, recs := range turns {
+		got := byTurn[recs[0].Event.TurnID]
+		if len(got) != len(recs) {
+			t.Fatalf("turn %s: %d records, want %d", recs[0].Event.TurnID, len(got), len(recs))
+		}
+		for i, r := range recs {
+			if !bytes.Equal(got[i], r.Data) {
+				t.Fatalf("turn %s record %d differs:\n got %s\nwant %s", r.Event.TurnID, i, got[i], r.Data)
+			}
+		}
+	}
+	if rep := Verify(all, false); !rep.OK() || rep.Events != 1000 || rep.Closed != 8 {
+		t.Fatalf("Verify: %+v", rep)
+	}
+}
+
+func TestJetStreamSinkHeaders(t *testing.T) {
+	_, nc := natstest.Start(t, true)
+	sink := newSink(t, nc, JetStreamOptions{Prefix: "p1", Stream: "HDRS"})
+	rec := buildTurn(t, "a.b", "n1.hdr", 4)[0]
+	if err := Wait(ctxT(t, 5*time.Second), sink.Emit(rec)); err != nil {
+		t.Fatal(err)
+	}
+	js, _ := jetstream.New(nc)
+	st, err := js.Stream(ctxT(t, 5*time.Second), "HDRS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := st.GetMsg(ctxT(t, 5*time.Second), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Subject != "p1.audit.~612e62.turn.opened" {
+		t.Errorf("subject %q", m.Subject)
+	}
+	for k, want := range map[string]string{
+		jetstream.MsgIDHeader: rec.Event.ID, HeaderTurn: "n1.hdr", HeaderSeq: "0", HeaderHash: rec.Hash,
+	} {
+		if got := m.Header.Get(k); got != want {
+			t.Errorf("header %s = %q, want %q", k, got, want)
+		}
+	}
+	if !bytes.Equal(m.Data, rec.Data) {
+		t.Errorf("data %s", m.Data)
+	}
+}
+
+func TestJetStreamSinkDuplicateStoredOnce(t *testing.T) {
+	_, nc := natstest.Start(t, true)
+	sink := newSink(t, nc, JetStreamOptions{})
+	recs := buildTurn(t, "acme", "n1.dup", 4)
+	ctx := ctxT(t, 5*time.Second)
+	for _, r := range []*Record{recs[0], recs[0], recs[1], recs[0]} {
+		if err := Wait(ctx, sink.Emit(r)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := streamMsgs(t, nc, DefaultStream); n != 2 {
+		t.Fatalf("stream holds %d messages, want 2", n)
+	}
+}
+
+// Records acked by a SyncAlways server are still there after it restarts
+// on the same store.
+func TestJetStreamSinkSurvivesRestart(t *testing.T) {
+	dir := t.TempDir()
+	opts := natsserver.Options{JetStream: true, StoreDir: dir, SyncAlways: true}
+	recs := append(buildTurn(t, "acme", "n1.r1", 60), buildTurn(t, "globex", "n1.r2", 41)...)
+
+	srv, err := natsserver.Start(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := srv.Connect()
+	if err != nil {
+		srv.Shutdown()
+		t.Fatal(err)
+	}
+	sink, err := NewJetStreamSink(ctxT(t, 5*time.Second), nc, JetStreamOptions{Logger: quietLogger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs {
+		sink.Emit(r)
+	}
+	if err := sink.Flush(ctxT(t, 5*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if err := sink.Close(ctxT(t, 5*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	nc.Close()
+	srv.Shutdown()
+
+	_, nc2 := natstest.StartWithOptions(t, opts)
+	got := readAllData(t, nc2, TailOptions{})
+	if len(got) != len(recs) {
+		t.Fatalf("after restart: %d records, want %d", len(got), len(recs))
+	}
+	for i, r := range recs {
+		if !bytes.Equal(got[i], r.Data) {
+			t.Fatalf("record %d differs after restart", i)
+		}
+	}
+	if rep := Verify(got, false); !rep.OK() {
+		t.Fatalf("Verify: %+v", rep)
+	}
+}
+
+// waitDisconnected waits until the client noticed that the server is gone.
+func waitDisconnected(t testing.TB, nc *nats.Conn) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for nc.Status() == nats.CONNECTED {
+		if time.Now().After(deadline) {
+			t.Fatal("client still connected")
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+type publishCounter struct{ ok, failed atomic.Int64 }
+
+func (c *publishCounter) observe(_ time.Duration, err error) {
+	if err != nil {
+		c.failed.Add(1)
+	} else {
+		c.ok.Add(1)
+	}
+}
+
+// The stream is deleted under the sinks: nothing captures the subject any
+// more, the server answers "no responders" and the publish fails at once.
+func TestJetStreamSinkStreamDeleted(t *testing.T) {
+	_, nc := natstest.Start(t, true)
+	const ackTimeout = 500 * time.Millisecond
+	var cAcked, cOpen, cAsync publishCounter
+	acked := newSink(t, nc, JetStreamOptions{AckTimeout: ackTimeout, OnPublish: cAcked.observe})
+	open := newSink(t, nc, JetStreamOptions{AckTimeout: ackTimeout, FailOpen: true, OnPublish: cOpen.observe})
+	async := newSink(t, nc, JetStreamOptions{AckTimeout: ackTimeout, Durability: DurabilityAsync, OnPublish: cAsync.observe})
+	js, _ := jetstream.New(nc)
+	if err := js.DeleteStream(ctxT(t, 5*time.Second), DefaultStream); err != nil {
+		t.Fatal(err)
+	}
+	recs := buildTurn(t, "acme", "n1.gone", 4)
+	ctx := ctxT(t, 5*time.Second)
+
+	start := time.Now()
+	err := Wait(ctx, acked.Emit(recs[0]))
+	if err == nil {
+		t.Fatal("acked receipt succeeded without a stream")
+	}
+	if el := time.Since(start); el > ackTimeout {
+		t.Errorf("acked receipt failed after %s, want within %s", el, ackTimeout)
+	}
+	if !errors.Is(err, reason.ErrInternal) || reason.Of(err) != unavailableCode || !errors.Is(err, jetstream.ErrNoStreamResponse) {
+		t.Errorf("error %v: want code %s wrapping ErrNoStreamResponse", err, unavailableCode)
+	}
+	t.Logf("acked, no stream: %v after %s", err, time.Since(start))
+
+	if err := Wait(ctx, open.Emit(recs[0])); err != nil {
+		t.Errorf("fail-open receipt: %v", err)
+	}
+	r := async.Emit(recs[0])
+	select {
+	case <-r.Done():
+		if r.Err() != nil {
+			t.Errorf("async receipt: %v", r.Err())
+		}
+	default:
+		t.Error("async receipt not complete at once")
+	}
+	for _, s := range []*JetStreamSink{acked, open, async} {
+		if err := s.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, c := range map[string]*publishCounter{"acked": &cAcked, "fail-open": &cOpen, "async": &cAsync} {
+		if c.failed.Load() != 1 || c.ok.Load() != 0 {
+			t.Errorf("%s: OnPublish saw %d failures, %d successes; want 1, 0", name, c.failed.Load(), c.ok.Load())
+		}
+	}
+}
+
+// The server goes away: publishes are buffered by the reconnecting client
+// and never acked; receipts fail by AckTimeout.
+func TestJetStreamSinkServerDown(t *testing.T) {
+	srv, nc := natstest.Start(t, true)
+	const ackTimeout = 300 * time.Millisecond
+	var c publishCounter
+	acked := newSink(t, nc, JetStreamOptions{AckTimeout: ackTimeout, OnPublish: c.observe})
+	open := newSink(t, nc, JetStreamOptions{AckTimeout: ackTimeout, FailOpen: true})
+	recs := buildTurn(t, "acme", "n1.down", 6)
+	ctx := ctxT(t, 5*time.Second)
+	if err := Wait(ctx, acked.Emit(recs[0])); err != nil {
+		t.Fatal(err)
+	}
+	srv.Shutdown()
+	// Emitted while the client may not have noticed yet: fails by the
+	// disconnect or by the ack timeout.
+	r1 := acked.Emit(recs[1])
+	waitDisconnected(t, nc)
+
+	start := time.Now()
+	var receipts []Receipt
+	for _, r := range recs[2:4] {
+		receipts = append(receipts, acked.Emit(r))
+	}
+	ro := open.Emit(recs[4])
+	for _, rc := range receipts {
+		if err := Wait(ctx, rc); err == nil {
+			t.Error("receipt succeeded with the server down")
+		} else if reason.Of(err) != unavailableCode ||
+			// jetstream fails what is pending when it sees the disconnect
+			// (its status goroutine may run late), the rest by timeout.
+			!errors.Is(err, jetstream.ErrAsyncPublishTimeout) && !errors.Is(err, nats.ErrDisconnected) {
+			t.Errorf("error %v: want code %s wrapping ErrAsyncPublishTimeout", err, unavailableCode)
+		}
+	}
+	if el := time.Since(start); el > ackTimeout+500*time.Millisecond {
+		t.Errorf("receipts failed after %s, want within about %s", el, ackTimeout)
+	}
+	if err := Wait(ctx, r1); err == nil || reason.Of(err) != unavailableCode {
+		t.Errorf("receipt emitted as the server went down: %v", err)
+	}
+	if err := Wait(ctx, ro); err != nil {
+		t.Errorf("fail-open receipt: %v", err)
+	}
+	if got := c.failed.Load(); got != 3 {
+		t.Errorf("OnPublish saw %d failures, want 3", got)
+	}
+	t.Logf("server down: receipts failed after %s (%v)", time.Since(start), receipts[0].Err())
+}
+
+func TestJetStreamSinkClose(t *testing.T) {
+	_, nc := natstest.Start(t, true)
+	sink := newSink(t, nc, JetStreamOptions{})
+	open := newSink(t, nc, JetStreamOptions{FailOpen: true})
+	recs := buildTurn(t, "acme", "n1.close", 4)
+	ctx := ctxT(t, 5*time.Second)
+	r0 := sink.Emit(recs[0])
+	if err := sink.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-r0.Done():
+		if r0.Err() != nil {
+			t.Fatalf("record emitted before Close: %v", r0.Err())
+		}
+	default:
+		t.Fatal("Close returned before the pending record completed")
+	}
+	if err := sink.Close(ctx); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	err := Wait(ctx, sink.Emit(recs[1]))
+	if err == nil || reason.Of(err) != unavailableCode {
+		t.Fatalf("Emit after Close: %v", err)
+	}
+	if err := open.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := Wait(ctx, open.Emit(recs[1])); err != nil {
+		t.Fatalf("fail-open Emit after Close: %v", err)
+	}
+	if n := streamMsgs(t, nc, DefaultStream); n != 1 {
+		t.Fatalf("stream holds %d messages, want 1", n)
+	}
+}
+
+// A Close whose context ends abandons what is still pending: every receipt
+// completes.
+func TestJetStreamSinkCloseAbandons(t *testing.T) {
+	srv, nc := natstest.Start(t, true)
+	sink := newSink(t, nc, JetStreamOptions{AckTimeout: 10 * time.Second})
+	recs := buildTurn(t, "acme", "n1.abandon", 4)
+	srv.Shutdown()
+	waitDisconnected(t, nc)
+	r := sink.Emit(recs[0])
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if err := sink.Close(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Close = %v, want deadline exceeded", err)
+	}
+	if err := Wait(ctxT(t, time.Second), r); err == nil || reason.Of(err) != unavailableCode {
+		t.Fatalf("abandoned receipt: %v", err)
+	}
+}
+
+func TestJetStreamSinkRefusesInvalidRecords(t *testing.T) {
+	_, nc := natstest.Start(t, true)
+	sink := newSink(t, nc, JetStreamOptions{})
+	ev := &Event{ID: "x", Type: "tool.>", TurnID: "t"}
+	rec, err := Encode(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Wait(ctxT(t, time.Second), sink.Emit(rec)); err == nil {
+		t.Error("record with a wildcard type accepted")
+	}
+	if err := Wait(ctxT(t, time.Second), sink.Emit(nil)); err == nil {
+		t.Error("nil record accepted")
+	}
+}
+
+// MaxPending publishes in flight and none acked (server gone): Emit blocks
+// at most StallWait, and the record fails.
+func TestJetStreamSinkStall(t *testing.T) {
+	srv, nc := natstest.Start(t, true)
+	sink := newSink(t, nc, JetStreamOptions{MaxPending: 2, StallWait: 50 * time.Millisecond, AckTimeout: 300 * time.Millisecond})
+	recs := buildTurn(t, "acme", "n1.stall", 4)
+	srv.Shutdown()
+	// Wait for the client to notice, so in-flight publishes are not failed
+	// by the disconnect (which would free the slots).
+	waitDisconnected(t, nc)
+	sink.Emit(recs[0])
+	sink.Emit(recs[1])
+	start := time.Now()
+	r := sink.Emit(recs[2])
+	el := time.Since(start)
+	if el < 40*time.Millisecond || el > time.Second {
+		t.Errorf("stalled Emit took %s, want about 50ms", el)
+	}
+	select {
+	case <-r.Done():
+		if !errors.Is(r.Err(), jetstream.ErrTooManyStalledMsgs) {
+			t.Errorf("stalled receipt: %v", r.Err())
+		}
+	default:
+		t.Error("stalled receipt not complete")
+	}
+}
+
+// BenchmarkJetStreamEmit measures Emit against an embedded server that
+// fsyncs every write (SyncAlways), and, for comparison, one that does not
+// ("nosync"). The server runs in the benchmark's process, so B/op and
+// allocs/op include the server's allocations.
+//
+//   - acked: one emitter, up to 256 receipts outstanding (a burst of turns);
+//   - acked-wait-each: one emitter waiting for each receipt (one turn's
+//     latency-bound rate);
+//   - acked-parallel: 8*GOMAXPROCS emitters each waiting for each receipt;
+//   - async: emit b.N records, then Flush.
+//
+// failed/op counts records whose publish failed (stalled beyond StallWait
+// with MaxPending in flight); it should be 0.
+func BenchmarkJetStreamEmit(b *testing.B) {
+	_, ncSync := natstest.StartWithOptions(b, natsserver.Options{JetStream: true, SyncAlways: true})
+	_, ncNoSync := natstest.StartWithOptions(b, natsserver.Options{JetStream: true})
+	var turnN atomic.Int64
+	records := func(n int) []*Record {
+		id := turnN.Add(1)
+		var out []*Record
+		for len(out) < n {
+			out = append(out, buildTurn(b, "acme", fmt.Sprintf("n1.bench%d.%d", id, len(out)), 125)...)
+		}
+		return out[:n]
+	}
+	ctx := context.Background()
+	modes := []struct {
+		name       string
+		durability string
+		f          func(b *testing.B, s *JetStreamSink, recs []*Record)
+	}{
+		{"acked", DurabilityAcked, func(b *testing.B, s *JetStreamSink, recs []*Record) {
+			const window = 256
+			rs := make([]Receipt, 0, len(recs))
+			for i, r := range recs {
+				if i >= window {
+					_ = Wait(ctx, rs[i-window])
+				}
+				rs = append(rs, s.Emit(r))
+			}
+			for _, r := range rs {
+				_ = Wait(ctx, r)
+			}
+		}},
+		{"acked-wait-each", DurabilityAcked, func(b *testing.B, s *JetStreamSink, recs []*Record) {
+			for _, r := range recs {
+				_ = Wait(ctx, s.Emit(r))
+			}
+		}},
+		{"acked-parallel", DurabilityAcked, func(b *testing.B, s *JetStreamSink, recs []*Record) {
+			var next atomic.Int64
+			b.SetParallelism(8)
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					_ = Wait(ctx, s.Emit(recs[next.Add(1)-1]))
+				}
+			})
+		}},
+		{"async", DurabilityAsync, func(b *testing.B, s *JetStreamSink, recs []*Record) {
+			for _, r := range recs {
+				s.Emit(r)
+			}
+			if err := s.Flush(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}},
+	}
+	for _, srv := range []struct {
+		name string
+		nc   *nats.Conn
+	}{{"sync", ncSync}, {"nosync", ncNoSync}} {
+		for _, m := range modes {
+			b.Run(srv.name+"/"+m.name, func(b *testing.B) {
+				var failed atomic.Int64
+				s := newSink(b, srv.nc, JetStreamOptions{Durability: m.durability, MaxAge: time.Hour, OnPublish: func(_ time.Duration, err error) {
+					if err != nil {
+						failed.Add(1)
+					}
+				}})
+				recs := records(b.N)
+				b.ReportAllocs()
+				b.ResetTimer()
+				start := time.Now()
+				m.f(b, s, recs)
+				b.StopTimer()
+				b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "events/s")
+				b.ReportMetric(float64(failed.Load())/float64(b.N), "failed/op")
+			})
+		}
+	}
+}
