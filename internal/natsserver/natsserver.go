@@ -80,6 +80,11 @@ type Options struct {
 	// acknowledged messages. The setting is server-wide; see the package
 	// documentation.
 	SyncAlways bool
+	// SyncInterval, when SyncAlways is off, replaces the 2-minute default:
+	// a machine crash can lose at most this much acknowledged data, and
+	// writes in between are flushed together (far higher throughput than
+	// SyncAlways). 0 keeps the nats-server default.
+	SyncInterval time.Duration
 	// MaxPayload is the largest message the server accepts. 0 means the
 	// nats-server default of 1 MiB (DefaultMaxPayload).
 	MaxPayload int32
@@ -165,6 +170,9 @@ func (o Options) serverOptions() *server.Options {
 		sopts.JetStream = true
 		sopts.StoreDir = o.StoreDir
 		sopts.SyncAlways = o.SyncAlways
+		if !o.SyncAlways && o.SyncInterval > 0 {
+			sopts.SyncInterval = o.SyncInterval
+		}
 	}
 	return sopts
 }
