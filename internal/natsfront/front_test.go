@@ -3,6 +3,7 @@ package natsfront_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"testing"
 	"time"
@@ -199,5 +200,40 @@ func TestOverloadIsRefusedNotQueued(t *testing.T) {
 	release()
 	if err := <-blocked; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// `nats micro ls/info` are requests on $SRV subjects; the node answers
+// them with its endpoints.
+func TestRegisteredAsMicroService(t *testing.T) {
+	n := startNode(t, natsfront.Options{})
+	msg, err := n.nc.RequestWithContext(ctx(t), "$SRV.INFO.sharedos", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info struct {
+		Name      string            `json:"name"`
+		Metadata  map[string]string `json:"metadata"`
+		Endpoints []struct {
+			Name       string `json:"name"`
+			Subject    string `json:"subject"`
+			QueueGroup string `json:"queue_group"`
+		} `json:"endpoints"`
+	}
+	if err := json.Unmarshal(msg.Data, &info); err != nil {
+		t.Fatal(err)
+	}
+	if info.Name != "sharedos" || info.Metadata["node"] != "n1" {
+		t.Fatalf("info: %+v", info)
+	}
+	subjects := map[string]string{}
+	for _, e := range info.Endpoints {
+		subjects[e.Subject] = e.QueueGroup
+	}
+	if subjects["sharedos.turn.open"] != messages.QueueGroup {
+		t.Fatalf("open endpoint: %v", subjects)
+	}
+	if _, ok := subjects["sharedos.turn.n1.invoke"]; !ok || len(subjects) != 10 {
+		t.Fatalf("endpoints: %v", subjects)
 	}
 }
