@@ -3,21 +3,27 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/ed25519"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/signal"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/sharedos/sharedos/internal/audit"
+	"github.com/sharedos/sharedos/internal/config"
 )
 
 func auditCmd(args []string) error {
 	if len(args) == 0 {
-		return errors.New("audit needs a subcommand: tail, export, verify")
+		return errors.New("audit needs a subcommand: tail, export, verify, keys")
 	}
 	sub, args := args[0], args[1:]
 	fs := flag.NewFlagSet("audit "+sub, flag.ContinueOnError)
@@ -27,24 +33,42 @@ func auditCmd(args []string) error {
 	var types string
 	fs.StringVar(&filter.Tenant, "tenant", "", "only this tenant")
 	fs.StringVar(&filter.TurnID, "turn", "", "only this turn id")
-	fs.StringVar(&types, "type", "", "only these event types, comma separated (e.g. tool.invoked,tool.completed)")
+	fs.StringVar(&types, "type", "", "tail, export: only these event types, comma separated (e.g. tool.invoked,tool.completed)")
 	fromStart := fs.Bool("from-start", false, "tail: start from the first stored event instead of new ones")
+	durable := fs.String("durable", "", "tail: consume through this durable consumer (resumes where it stopped)")
 	out := fs.String("out", "", "export: write to this file instead of stdout")
 	file := fs.String("file", "", "verify: read this JSON-lines export instead of the stream")
 	live := fs.Bool("open-ok", true, "verify: accept turns that are still open (no turn.closed yet)")
+	trust := fs.String("trust", "", "verify: file of trusted checkpoint public keys (hex lines, PEM, or `node audit keys` JSON)")
+	anchor := fs.String("anchor", "", "verify: checkpoint records known to be genuine, e.g. <data_dir>/audit/checkpoint.json (comma separated files)")
+	keyFile := fs.String("key", "", "keys: the node's key file (default: <data_dir>/keys/audit-ed25519.key from --config)")
+	localOnly := fs.Bool("local", false, "keys: only the local key file, without reading the stream")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	for _, t := range splitList(types) {
 		filter.Types = append(filter.Types, audit.Type(t))
 	}
-	if sub == "verify" && *file != "" {
-		f, err := os.Open(*file)
-		if err != nil {
+	var vopts audit.VerifyOptions
+	if sub == "verify" {
+		if len(filter.Types) > 0 {
+			return errors.New("audit verify checks whole chains: --type does not apply")
+		}
+		var err error
+		if vopts, err = verifyOptions(filter, *trust, *anchor); err != nil {
 			return err
 		}
-		defer f.Close()
-		return verify(func(fn func([]byte) error) error { return readLines(f, fn) }, *live)
+		if *file != "" {
+			f, err := os.Open(*file)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			return verify(func(fn func([]byte) error) error { return readLines(f, fn) }, vopts, *live)
+		}
+	}
+	if sub == "keys" && *localOnly {
+		return printKeys(&c, *keyFile, nil)
 	}
 	nc, err := c.dial()
 	if err != nil {
@@ -56,6 +80,7 @@ func auditCmd(args []string) error {
 	defer stop()
 	switch sub {
 	case "tail":
+		opts.Durable = *durable
 		w := bufio.NewWriter(stdout)
 		err := audit.Tail(ctx, nc, opts, func(data []byte, _ *audit.Event) error {
 			w.Write(data)
@@ -91,21 +116,53 @@ func auditCmd(args []string) error {
 		if *out != "" {
 			return printJSON(map[string]any{"exported": n, "file": *out})
 		}
-		fmt.Fprintf(os.Stderr, "exported %d events\n", n)
+		fmt.Fprintf(os.Stderr, "exported %d records\n", n)
 		return nil
 	case "verify":
+		// The whole stream, checkpoints included; the verifier applies
+		// --tenant and --turn itself (the stream's subject and header
+		// filters would leave the checkpoints out).
+		opts.Filter = audit.TailFilter{}
 		return verify(func(fn func([]byte) error) error {
 			return audit.ReadAll(ctx, nc, opts, func(data []byte, _ *audit.Event) error { return fn(data) })
-		}, *live)
+		}, vopts, *live)
+	case "keys":
+		return printKeys(&c, *keyFile, func(fn func([]byte) error) error {
+			return audit.ReadAll(ctx, nc, opts, func(data []byte, _ *audit.Event) error { return fn(data) })
+		})
 	default:
 		return fmt.Errorf("unknown audit subcommand %q", sub)
 	}
 }
 
+func verifyOptions(filter audit.TailFilter, trust, anchors string) (audit.VerifyOptions, error) {
+	opts := audit.VerifyOptions{Tenant: filter.Tenant, TurnID: filter.TurnID}
+	if trust != "" {
+		b, err := os.ReadFile(trust)
+		if err != nil {
+			return opts, fmt.Errorf("--trust: %w", err)
+		}
+		if opts.Trusted, err = audit.ParsePublicKeys(b); err != nil {
+			return opts, fmt.Errorf("--trust %s: %w", trust, err)
+		}
+	}
+	for _, path := range splitList(anchors) {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return opts, fmt.Errorf("--anchor: %w", err)
+		}
+		opts.Anchors = append(opts.Anchors, b)
+	}
+	return opts, nil
+}
+
 // verify runs the verifier over records from read and prints its report;
 // a violation exits 4.
-func verify(read func(func([]byte) error) error, openOK bool) error {
-	v := audit.NewVerifier()
+func verify(read func(func([]byte) error) error, opts audit.VerifyOptions, openOK bool) error {
+	v, err := audit.NewVerifierWith(opts)
+	if err != nil {
+		return err
+	}
 	start := time.Now()
 	if err := read(func(b []byte) error { v.Add(b); return nil }); err != nil {
 		return err
@@ -114,12 +171,23 @@ func verify(read func(func([]byte) error) error, openOK bool) error {
 	if rep.Violations == nil {
 		rep.Violations = []audit.Violation{}
 	}
+	if rep.Heads == nil {
+		rep.Heads = []audit.NodeHead{}
+	}
 	el := time.Since(start)
-	rate := float64(rep.Events) / max(el.Seconds(), 1e-9)
-	if err := printJSON(map[string]any{
+	rate := float64(rep.Events+rep.Checkpoints) / max(el.Seconds(), 1e-9)
+	out := map[string]any{
 		"ok": rep.OK(), "events": rep.Events, "turns": rep.Turns, "closed_turns": rep.Closed,
+		"checkpoints": rep.Checkpoints, "events_covered": rep.Covered, "trust": rep.Trust, "nodes": rep.Heads,
 		"violations": rep.Violations, "events_per_second": int64(rate), "elapsed": el.String(),
-	}); err != nil {
+	}
+	switch {
+	case rep.Trust == audit.TrustEmbedded && rep.Checkpoints > 0:
+		out["warning"] = "checkpoint signatures were checked against the keys the checkpoints carry: this proves the trail consistent with itself, not that the nodes wrote it; pass --trust with the nodes' public keys (node audit keys --local on each node)"
+	case rep.Checkpoints == 0 && rep.Events > 0:
+		out["warning"] = "no checkpoints in the trail (yet): nodes publish one every 5s while events are written, and when they stop; until then deleting a whole turn or a turn's tail is not detectable (docs/audit.md)"
+	}
+	if err := printJSON(out); err != nil {
 		return err
 	}
 	if !rep.OK() {
@@ -131,6 +199,83 @@ func verify(read func(func([]byte) error) error, openOK bool) error {
 type violated struct{ error }
 
 func (violated) ExitCode() int { return 4 }
+
+// keyInfo is one public key `node audit keys` prints; --trust reads the
+// same JSON.
+type keyInfo struct {
+	Node      string `json:"node"`
+	KeyID     string `json:"key_id"`
+	PublicKey string `json:"public_key"`
+	// Source is "local" (the key file: what to trust) or "stream" (seen
+	// in checkpoints: what the stream claims).
+	Source      string  `json:"source"`
+	File        string  `json:"file,omitempty"`
+	Checkpoints int     `json:"checkpoints,omitempty"`
+	FirstSeq    *uint64 `json:"first_seq,omitempty"`
+	LastSeq     *uint64 `json:"last_seq,omitempty"`
+}
+
+// printKeys prints the local node's public key (from its key file) and,
+// when read is set, every key the stream's checkpoints carry.
+func printKeys(c *conn, keyFile string, read func(func([]byte) error) error) error {
+	var keys []keyInfo
+	node := ""
+	if keyFile == "" {
+		cfg, err := config.Load(c.cfgPath)
+		switch {
+		case err == nil:
+			keyFile, node = audit.DefaultKeyFile(cfg.Node.DataDir), cfg.Node.ID
+		case !errors.Is(err, fs.ErrNotExist):
+			return err
+		}
+	}
+	if keyFile != "" {
+		key, err := audit.ReadPrivateKey(keyFile)
+		switch {
+		case err == nil:
+			pub := key.Public().(ed25519.PublicKey)
+			keys = append(keys, keyInfo{Node: node, KeyID: audit.KeyID(pub), PublicKey: hex.EncodeToString(pub), Source: "local", File: keyFile})
+		case !errors.Is(err, fs.ErrNotExist) || read == nil:
+			return err
+		}
+	}
+	if read != nil {
+		seen := map[[2]string]int{}
+		if err := read(func(b []byte) error {
+			if !audit.IsCheckpoint(b) {
+				return nil
+			}
+			p, err := audit.ParseCheckpoint(b)
+			if err != nil {
+				return nil // verify reports it
+			}
+			pub, err := p.PublicKeyBytes()
+			if err != nil || p.VerifySignature(pub) != nil {
+				return nil
+			}
+			k := [2]string{p.Node, p.KeyID}
+			i, ok := seen[k]
+			if !ok {
+				i = len(keys)
+				seen[k] = i
+				keys = append(keys, keyInfo{Node: p.Node, KeyID: p.KeyID, PublicKey: p.PublicKey, Source: "stream", FirstSeq: &p.Seq})
+			}
+			keys[i].Checkpoints++
+			keys[i].LastSeq = &p.Seq
+			return nil
+		}); err != nil {
+			return err
+		}
+	}
+	slices.SortStableFunc(keys, func(a, b keyInfo) int { return strings.Compare(a.Source, b.Source) })
+	if keys == nil {
+		keys = []keyInfo{}
+	}
+	return printJSON(map[string]any{
+		"keys": keys,
+		"note": `trust "local" keys, read on each node (node audit keys --local); "stream" keys are what checkpoints claim`,
+	})
+}
 
 func readLines(r io.Reader, fn func([]byte) error) error {
 	sc := bufio.NewScanner(r)

@@ -3,9 +3,10 @@
 //	node serve --config cluster.yaml           run a node (embedded NATS by default)
 //	node turn open --tenant acme --principal ada --ns notes,text
 //	node turn list | namespaces | call ALIAS 'JSON' | ns-set notes,text | close
-//	node audit tail [--tenant T] [--turn ID] [--type tool.invoked] [--from-start]
+//	node audit tail [--tenant T] [--turn ID] [--type tool.invoked] [--from-start] [--durable NAME]
 //	node audit export [--out FILE]
-//	node audit verify [--file FILE]
+//	node audit verify [--file FILE] [--trust KEYS] [--anchor CHECKPOINT] [--open-ok=false]
+//	node audit keys [--local] [--key FILE]
 //
 // Client commands find NATS and the subject prefix from --config (default
 // cluster.yaml) unless --nats/--prefix are given. `turn open` saves the
@@ -23,9 +24,10 @@ const usage = `usage:
   node serve [--config cluster.yaml] [--log-level info]
   node turn open --tenant T --principal P [--credential C] [--ns a,b] [--attr k=v]
   node turn list | namespaces | call ALIAS [JSON] | ns-set a,b | close
-  node audit tail [--tenant T] [--turn ID] [--type TYPE] [--from-start]
+  node audit tail [--tenant T] [--turn ID] [--type TYPE] [--from-start] [--durable NAME]
   node audit export [--out FILE]
-  node audit verify [--file FILE]
+  node audit verify [--file FILE] [--trust KEYS] [--anchor CHECKPOINT] [--open-ok=false]
+  node audit keys [--local] [--key FILE]
 Run "node COMMAND -h" for a command's flags.`
 
 func main() {

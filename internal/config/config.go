@@ -89,6 +89,12 @@ type Audit struct {
 	// crash loses nothing either way. An external cluster's own setting
 	// applies there.
 	Sync string `yaml:"sync"`
+	// CheckpointInterval is how often the node publishes a signed
+	// checkpoint of what it wrote (when something changed). Default 5s.
+	CheckpointInterval Duration `yaml:"checkpoint_interval"`
+	// KeyFile is the node's Ed25519 signing key (PKCS #8 PEM, mode 0600).
+	// Default <data_dir>/keys/audit-ed25519.key, created if missing.
+	KeyFile string `yaml:"key_file"`
 }
 
 // Principal is a principal and its grants.
@@ -222,6 +228,14 @@ func (c *Config) Validate() error {
 	case "acked", "async":
 	default:
 		add("audit.durability %q must be acked or async", c.Audit.Durability)
+	}
+	if c.Audit.CheckpointInterval < 0 {
+		add("audit.checkpoint_interval must not be negative")
+	}
+	for _, p := range c.Principals {
+		if p.Tenant == "checkpoint" {
+			add("tenant name \"checkpoint\" is reserved: its audit subject would collide with the node checkpoints'")
+		}
 	}
 	if _, err := c.Audit.SyncInterval(); err != nil {
 		add("%v", err)

@@ -41,6 +41,12 @@ type Options struct {
 	// Hostable are the providers a config may ask the node to host
 	// (providers[].host); default {"calendar": the example provider}.
 	Hostable map[string]provider.Provider
+
+	// Audit checkpoints (docs/audit.md). AuditKeyFile is the Ed25519
+	// signing key, default <data_dir>/keys/audit-ed25519.key (created if
+	// missing); CheckpointInterval defaults to 5s.
+	AuditKeyFile       string
+	CheckpointInterval time.Duration
 }
 
 // Node is a running node.
@@ -56,6 +62,8 @@ type Node struct {
 	httpSrv *http.Server
 	httpLn  net.Listener
 	metrics *metrics
+
+	checkpoints *audit.Checkpointer // signed audit checkpoints, in front of sink
 
 	ready    atomic.Bool
 	stopOnce sync.Once
@@ -96,6 +104,9 @@ func Start(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err 
 	})
 	if err != nil {
 		return nil, fmt.Errorf("node: audit stream: %w", err)
+	}
+	if err := n.startCheckpoints(ctx, opts); err != nil {
+		return nil, err
 	}
 
 	auth, err := cfg.AuthoritySource()
@@ -141,7 +152,7 @@ func Start(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err 
 	}))
 	n.kernel, err = actors.New(actors.Options{
 		Node: cfg.Node.ID, Providers: ps, Required: cfg.Required(), Authority: auth,
-		Sink:        observingSink{next: n.sink, m: n.metrics},
+		Sink:        observingSink{next: n.checkpoints, m: n.metrics},
 		StepCeiling: cfg.Kernel.StepCeiling, MaxInFlightPerTurn: cfg.Kernel.MaxInFlightPerTurn, MaxTurns: cfg.Kernel.MaxTurns,
 		IdleTimeout: time.Duration(cfg.Kernel.IdleTimeout), ResolveTimeout: time.Duration(cfg.Kernel.ResolveTimeout),
 		CallTimeout: time.Duration(cfg.Kernel.CallTimeout), Logger: n.log,
@@ -178,9 +189,14 @@ func (n *Node) connect() error {
 		n.nc = nc
 		return nil
 	}
+	syncEvery, err := cfg.Audit.SyncInterval()
+	if err != nil {
+		return err
+	}
 	srv, err := natsserver.Start(natsserver.Options{
 		Host: cfg.NATS.Embedded.Host, Port: cfg.NATS.Embedded.Port, ServerName: "sharedos-" + cfg.Node.ID,
-		JetStream: true, StoreDir: filepath.Join(cfg.Node.DataDir, "nats"), SyncAlways: true,
+		JetStream: true, StoreDir: filepath.Join(cfg.Node.DataDir, "nats"),
+		SyncAlways: syncEvery == 0, SyncInterval: syncEvery,
 		MaxPayload: int32(max(cfg.NATS.MaxMessageBytes, 1<<20)),
 	})
 	if err != nil {
@@ -274,6 +290,9 @@ func (n *Node) Shutdown(ctx context.Context) error {
 		for _, h := range n.hosts {
 			errs = append(errs, h.Stop(ctx))
 		}
+		if n.checkpoints != nil { // after the last event, before the sink closes
+			errs = append(errs, n.checkpoints.Close(ctx))
+		}
 		if n.sink != nil {
 			errs = append(errs, n.sink.Close(ctx))
 		}
@@ -290,4 +309,30 @@ func (n *Node) Shutdown(ctx context.Context) error {
 		n.log.Info("node stopped", "err", n.stopErr)
 	})
 	return n.stopErr
+}
+
+// startCheckpoints starts the signed audit checkpoints (issue #6): the
+// kernel's records pass through the Checkpointer on their way to the sink.
+func (n *Node) startCheckpoints(ctx context.Context, opts Options) error {
+	keyFile := opts.AuditKeyFile
+	if keyFile == "" {
+		keyFile = n.cfg.Audit.KeyFile
+	}
+	if keyFile == "" {
+		keyFile = audit.DefaultKeyFile(n.cfg.Node.DataDir)
+	}
+	interval := opts.CheckpointInterval
+	if interval == 0 {
+		interval = time.Duration(n.cfg.Audit.CheckpointInterval)
+	}
+	cp, err := audit.StartCheckpointer(ctx, n.nc, n.sink, audit.CheckpointOptions{
+		Node: n.cfg.Node.ID, Prefix: n.cfg.NATS.Prefix, Stream: n.cfg.Audit.Stream,
+		KeyFile: keyFile, StateFile: audit.DefaultStateFile(n.cfg.Node.DataDir),
+		Interval: interval, Logger: n.log,
+	})
+	if err != nil {
+		return fmt.Errorf("node: audit checkpoints: %w", err)
+	}
+	n.checkpoints = cp
+	return nil
 }
