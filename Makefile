@@ -26,8 +26,12 @@ conformance:
 bench-kernel:
 	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./actors ./catalog ./authority ./internal/audit ./messages
 
-## bench: the kernel benchmarks (the load harness joins this target with issue #5)
-bench: bench-kernel
+## bench: the load harness (bench/): every scenario and its floor at concurrency 1 and 64,
+## the concurrency sweep and memory per idle open turn; prints the ratios to the floors.
+## BENCHFLAGS adds flags (BENCHFLAGS='--runs 3 --json'); docs/performance.md explains them.
+BENCHFLAGS ?=
+bench:
+	$(GO) run ./bench --sweep 1,4,16,64,256 --idle-turns 10000,100000 $(BENCHFLAGS)
 
 ## fuzz: a longer fuzz run of the frame guard (FUZZTIME=5m make fuzz)
 FUZZTIME ?= 2m

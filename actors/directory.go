@@ -2,6 +2,9 @@ package actors
 
 import (
 	"fmt"
+	"strings"
+	"sync/atomic"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -15,48 +18,97 @@ import (
 // asking the directory. It remembers recently closed turn ids so that an
 // operation on one is told turn_closed, and a closed id is never reopened
 // as a second turn with a second chain.
+//
+// It also closes idle turns: a turn counts the messages it receives, and a
+// sweep every IdleTimeout/idleSweeps closes the turns whose count did not
+// move for idleSweeps sweeps in a row — idle for at least IdleTimeout, at
+// most a quarter more. (One timer for the node rather than a receive
+// timeout per turn, which cost every idle turn a timer and the actor
+// context's extras: a sixth of its memory.)
 type directory struct {
 	sh       *shared
 	turns    map[string]*lease
-	byPID    map[string]string // child PID id -> turn id
 	closed   tombstones
 	draining *closeAllWaiter
+	sweep    *time.Timer
 }
 
+// idleSweeps is how many sweeps an idle turn must sit through.
+const idleSweeps = 4
+
+// lease is an open turn's entry. A turn's child PID id is
+// "turns/<turn id>", so the PID leads back to the entry without a map.
 type lease struct {
-	pid     *actor.PID
-	key     string
-	holders map[string]struct{}
+	pid *actor.PID
+	key string
+	// first is the first holder's lease id ("" once released); more holds
+	// the others, allocated only when a second caller attaches.
+	first   string
+	more    map[string]struct{}
 	closing bool
+	// activity is the turn's message count (the turn adds to it); seen is
+	// its value at the last sweep, still the sweeps since it last moved.
+	activity atomic.Uint32
+	seen     uint32
+	still    uint8
 }
+
+func (l *lease) add(id string) {
+	if l.first == "" {
+		l.first = id
+		return
+	}
+	if l.more == nil {
+		l.more = map[string]struct{}{}
+	}
+	l.more[id] = struct{}{}
+}
+
+func (l *lease) remove(id string) {
+	if id != "" && l.first == id {
+		l.first = ""
+		return
+	}
+	delete(l.more, id)
+}
+
+func (l *lease) held() bool { return l.first != "" || len(l.more) > 0 }
 
 type closeAllWaiter struct{ sender *actor.PID }
 
 func newDirectory(sh *shared) *directory {
-	return &directory{sh: sh, turns: map[string]*lease{}, byPID: map[string]string{}, closed: newTombstones(65536)}
+	return &directory{sh: sh, turns: map[string]*lease{}, closed: newTombstones(65536)}
 }
 
 func (d *directory) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
-	case *actor.Started, *actor.Stopping, *actor.Stopped, *actor.Restarting:
+	case *actor.Started:
+		root, self := ctx.ActorSystem().Root, ctx.Self()
+		if d.sweep == nil {
+			d.sweep = time.AfterFunc(d.sweepEvery(), func() { root.Send(self, &sweepIdle{}) })
+		}
+	case *actor.Stopping:
+		if d.sweep != nil {
+			d.sweep.Stop()
+		}
+	case *actor.Stopped, *actor.Restarting:
+	case *sweepIdle:
+		d.closeIdle(ctx)
+		d.sweep.Reset(d.sweepEvery())
 	case *openTurn:
 		ctx.Respond(d.open(ctx, msg.access))
 	case *releaseLease:
 		d.release(ctx, msg)
-	case *idleExpired:
-		if l, ok := d.turns[msg.turnID]; ok && !l.closing {
-			l.closing = true
-			ctx.Send(l.pid, &closeTurn{why: "idle"})
-		}
 	case *turnFinished:
 		d.retire(msg.turnID)
 		d.maybeDrained(ctx)
 	case *actor.Terminated:
 		// Normally the turn said it finished; a turn stopped by its
 		// supervisor (a panic) did not, and is retired here.
-		if id, ok := d.byPID[msg.Who.Id]; ok {
-			delete(d.byPID, msg.Who.Id)
-			d.retire(id)
+		if id, ok := strings.CutPrefix(msg.Who.Id, directoryName+"/"); ok {
+			if l, open := d.turns[id]; open && l.pid.Equal(msg.Who) {
+				d.retire(id)
+			}
 		}
 		d.maybeDrained(ctx)
 	case *closeAll:
@@ -90,7 +142,7 @@ func (d *directory) open(ctx actor.Context, access authority.AccessContext) any 
 			return reason.New(reason.TurnClosed, "turn %s is closing", access.TurnID)
 		}
 		id := randomID()
-		l.holders[id] = struct{}{}
+		l.add(id)
 		return &Opened{TurnID: access.TurnID, LeaseID: id, Attached: true}
 	}
 	if d.closed.has(access.TurnID) {
@@ -99,13 +151,16 @@ func (d *directory) open(ctx actor.Context, access authority.AccessContext) any 
 	if len(d.turns) >= d.sh.opts.MaxTurns {
 		return reason.New(reason.Overloaded, "node %s holds %d open turns", d.sh.opts.Node, len(d.turns))
 	}
-	pid, err := ctx.SpawnNamed(turnProps(d.sh, access, false), access.TurnID)
+	pid, err := ctx.SpawnNamed(d.sh.turnProps, access.TurnID)
 	if err != nil {
 		return reason.New(reason.Internal, "spawning turn %s: %v", access.TurnID, err)
 	}
 	id := randomID()
-	d.turns[access.TurnID] = &lease{pid: pid, key: key, holders: map[string]struct{}{id: {}}}
-	d.byPID[pid.Id] = access.TurnID
+	l := &lease{pid: pid, key: key, first: id}
+	d.turns[access.TurnID] = l
+	// First in the turn's mailbox: nobody can name the turn before this
+	// open is answered.
+	ctx.Send(pid, &startTurn{access: access, activity: &l.activity})
 	return &Opened{TurnID: access.TurnID, LeaseID: id}
 }
 
@@ -119,14 +174,35 @@ func (d *directory) release(ctx actor.Context, msg *releaseLease) {
 		ctx.Respond(true) // already closed: releasing again is harmless
 		return
 	}
-	delete(l.holders, msg.leaseID)
-	if len(l.holders) > 0 || l.closing {
+	l.remove(msg.leaseID)
+	if l.held() || l.closing {
 		ctx.Respond(true)
 		return
 	}
 	l.closing = true
 	// The turn answers the caller itself, once turn.closed is recorded.
 	ctx.RequestWithCustomSender(l.pid, &closeTurn{why: "released"}, ctx.Sender())
+}
+
+func (d *directory) sweepEvery() time.Duration {
+	return max(d.sh.opts.IdleTimeout/idleSweeps, time.Millisecond)
+}
+
+// closeIdle closes the turns that received nothing for idleSweeps sweeps.
+func (d *directory) closeIdle(ctx actor.Context) {
+	for _, l := range d.turns {
+		if l.closing {
+			continue
+		}
+		if n := l.activity.Load(); n != l.seen {
+			l.seen, l.still = n, 0
+			continue
+		}
+		if l.still++; l.still >= idleSweeps {
+			l.closing = true
+			ctx.Send(l.pid, &closeTurn{why: "idle"})
+		}
+	}
 }
 
 // retire forgets an open turn and remembers that its id was closed.

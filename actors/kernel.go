@@ -104,6 +104,24 @@ func (o Options) withDefaults() Options {
 
 var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 
+// validID is idPattern.MatchString without the regexp engine (every
+// operation checks its turn id).
+func validID(s string) bool {
+	if len(s) == 0 || len(s) > 128 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case (c == '.' || c == '_' || c == '-') && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
 // Validate reports a configuration the kernel cannot run with.
 func (o Options) Validate() error {
 	o = o.withDefaults()
@@ -145,6 +163,10 @@ type shared struct {
 	log        *slog.Logger
 	// pool runs turn mailboxes and executions on warm goroutines.
 	pool *workpool.Pool
+	// turnProps spawn every turn actor.
+	turnProps *actor.Props
+	// registries shares identical held catalogues between turns.
+	registries *registryIntern
 }
 
 // Kernel is a node's turn kernel. Its methods are safe for concurrent use.
@@ -171,8 +193,13 @@ func New(opts Options) (*Kernel, error) {
 		required:   map[string]bool{},
 		normalizer: catalog.NewNormalizer(opts.Limits, 4096),
 		log:        opts.Logger,
-		pool:       workpool.New(4 * runtime.GOMAXPROCS(0)),
+		// Enough warm workers for every mailbox and execution a loaded
+		// node runs at once; a new goroutine instead grows its stack again
+		// (6% of a loaded node's CPU at 4 per core).
+		pool: workpool.New(max(64, 4*runtime.GOMAXPROCS(0))),
 	}
+	sh.turnProps = newTurnProps(sh)
+	sh.registries = newRegistryIntern()
 	for _, p := range opts.Providers {
 		sh.providers[p.ID()] = p
 		sh.order = append(sh.order, p.ID())
@@ -327,7 +354,7 @@ func (k *Kernel) turnOp(ctx context.Context, access authority.AccessContext, msg
 		}
 		return k.oneOperation(ctx, access, msg)
 	}
-	if !idPattern.MatchString(access.TurnID) {
+	if !validID(access.TurnID) {
 		return nil, reason.New(reason.TurnNotFound, "no turn %q", access.TurnID)
 	}
 	pid := actor.NewPID(k.system.Address(), directoryName+"/"+access.TurnID)
@@ -346,7 +373,9 @@ func (k *Kernel) turnOp(ctx context.Context, access authority.AccessContext, msg
 // catalogue, answers, and closes (ADR 0026: an operation with no lease).
 func (k *Kernel) oneOperation(ctx context.Context, access authority.AccessContext, msg func(authority.AccessContext) any) (any, error) {
 	access.TurnID = k.sh.opts.Node + ".op." + randomID()
-	pid := k.system.Root.Spawn(turnProps(k.sh, access, true))
+	pid := k.system.Root.Spawn(k.sh.turnProps)
+	// startTurn, then the operation: one sender, so in this order.
+	k.system.Root.Send(pid, &startTurn{access: access, oneOp: true})
 	return k.request(ctx, pid, msg(access))
 }
 
@@ -384,6 +413,13 @@ func (k *Kernel) OpenTurns(ctx context.Context) (int, error) {
 	}
 	return res.(int), nil
 }
+
+// Catalogues returns how many distinct catalogues this node's turns hold.
+// Turns that resolved the same catalogue (same catalogHash and provider
+// revision tokens) share one copy, so with one principal and static
+// providers it stays 1 however many turns are open. Catalogues no turn
+// holds any more leave the count after a garbage collection.
+func (k *Kernel) Catalogues() int { return k.sh.registries.len() }
 
 // Shutdown stops taking operations, waits (within ctx) for those in flight,
 // closes every open turn (recording turn.closed with reason "shutdown") and

@@ -3,8 +3,10 @@ package actors
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync"
 	"time"
+	"weak"
 
 	"github.com/sharedos/sharedos/authority"
 	"github.com/sharedos/sharedos/catalog"
@@ -61,8 +63,75 @@ func resolve(ctx context.Context, sh *shared, access authority.AccessContext) tu
 		res.Err = reason.New(reason.Internal, "building registry: %v", err)
 		return res
 	}
-	res.Registry = reg
+	res.Registry = sh.registries.share(reg)
 	return res
+}
+
+// registryIntern shares held catalogues between turns that resolved the
+// same one: content-addressed by catalogHash (which covers every tool's
+// whole contract and alias), never by who asked, so it cannot hand one
+// principal's catalogue to another the way the context-keyed cache ADR
+// 0026 rejects would; a turn holds exactly what it resolved, in one copy
+// instead of one per turn. It holds registries weakly: a catalogue no turn
+// holds any more is collected and forgotten. Safe for concurrent use.
+type registryIntern struct {
+	mu sync.Mutex
+	m  map[string]weak.Pointer[catalog.Registry]
+}
+
+func newRegistryIntern() *registryIntern {
+	return &registryIntern{m: map[string]weak.Pointer[catalog.Registry]{}}
+}
+
+// share returns the registry held under r's catalogHash if it is the same
+// catalogue as r (the same tools, aliases, revisions and provider revision
+// tokens), and otherwise r, which it remembers.
+func (in *registryIntern) share(r *catalog.Registry) *catalog.Registry {
+	key := r.Hash()
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if held := in.m[key].Value(); held != nil && sameRegistry(held, r) {
+		return held
+	}
+	wp := weak.Make(r)
+	in.m[key] = wp
+	runtime.AddCleanup(r, func(key string) {
+		in.mu.Lock()
+		if cur, ok := in.m[key]; ok && cur.Value() == nil {
+			delete(in.m, key)
+		}
+		in.mu.Unlock()
+	}, key)
+	return r
+}
+
+// len is the number of registries held by some turn.
+func (in *registryIntern) len() int {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	n := 0
+	for _, wp := range in.m {
+		if wp.Value() != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// sameRegistry compares what catalogHash does not cover: the providers'
+// own revision tokens, sent back on invoke.
+func sameRegistry(a, b *catalog.Registry) bool {
+	if a.Len() != b.Len() {
+		return false
+	}
+	for i := range a.Len() {
+		ta, aa := a.At(i)
+		tb, ab := b.At(i)
+		if aa != ab || ta.Identity != tb.Identity || ta.Revision != tb.Revision || ta.Token != tb.Token {
+			return false
+		}
+	}
+	return true
 }
 
 func resolveProvider(ctx context.Context, sh *shared, p providers.ContextToolProvider, access authority.AccessContext) ([]*catalog.Tool, audit.ProviderStatus) {

@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -20,10 +21,18 @@ import (
 // behaviours: serving (decide operations; start a resolution when the
 // catalogue is needed and not held) and resolving (stash every operation,
 // in order, until the one resolution returns).
+//
+// Every turn of a kernel is spawned from the same props (one idle open turn
+// is a few hundred bytes, and a per-turn props with a per-turn producer
+// closure was a fifth of them); the spawner tells the new turn who it is
+// with *startTurn, its first message, before anyone else can reach it.
 type turnActor struct {
-	sh       *shared
-	access   authority.AccessContext
-	oneOp    bool
+	sh     *shared
+	turnID string
+	oneOp  bool
+	// activity counts the messages a named turn receives; the directory's
+	// idle sweep reads it (nil for a turn of one operation).
+	activity *atomic.Uint32
 	m        *turn.Machine
 	behavior actor.Behavior
 	stash    []envelope
@@ -32,43 +41,70 @@ type turnActor struct {
 	why     string
 }
 
+// startTurn is a turn actor's first message: the turn's access context as
+// opened, and whether it is a turn of one operation.
+type startTurn struct {
+	access   authority.AccessContext
+	oneOp    bool
+	activity *atomic.Uint32
+}
+
 type envelope struct {
 	sender *actor.PID
 	msg    any
 }
 
-func newTurnActor(sh *shared, access authority.AccessContext, oneOp bool) actor.Actor {
-	a := &turnActor{sh: sh, access: access, oneOp: oneOp, behavior: actor.NewBehavior()}
-	a.behavior.Become(a.serving)
+func newTurnActor(sh *shared) actor.Actor {
+	a := &turnActor{sh: sh, behavior: actor.NewBehavior()}
+	a.behavior.Become(a.starting)
 	return a
 }
 
-// turnProps are a turn actor's props: its mailbox runs on the kernel's
+// newTurnProps are the props every turn actor of a kernel is spawned
+// from: its mailbox (lock-free, nothing preallocated) runs on the kernel's
 // warm worker pool (see internal/workpool).
-func turnProps(sh *shared, access authority.AccessContext, oneOp bool) *actor.Props {
-	return actor.PropsFromProducer(func() actor.Actor { return newTurnActor(sh, access, oneOp) },
+func newTurnProps(sh *shared) *actor.Props {
+	return actor.PropsFromProducer(func() actor.Actor { return newTurnActor(sh) },
+		actor.WithMailbox(actor.UnboundedLockfree()),
 		actor.WithDispatcher(workpool.Dispatcher{Pool: sh.pool, Batch: 300}))
 }
 
-func (a *turnActor) Receive(ctx actor.Context) { a.behavior.Receive(ctx) }
+// starting waits for *startTurn, which the spawner sends first.
+func (a *turnActor) starting(ctx actor.Context) {
+	switch msg := ctx.Message().(type) {
+	case *startTurn:
+		a.turnID, a.oneOp, a.activity = msg.access.TurnID, msg.oneOp, msg.activity
+		m, rec := turn.New(turn.Config{
+			Node: a.sh.opts.Node, Incarnation: randomID(), StepCeiling: a.sh.opts.StepCeiling,
+			MaxInFlight: a.sh.opts.MaxInFlightPerTurn, OneOperation: a.oneOp, Switches: a.sh.opts.Switches,
+		}, msg.access)
+		a.m = m
+		a.emit(rec)
+		a.behavior.Become(a.serving)
+		// Replay anything that arrived first (possible only for a turn
+		// id the caller chose, named before its open was answered).
+		early := a.stash
+		a.stash = nil
+		for _, env := range early {
+			a.dispatch(ctx, env)
+		}
+	case *actor.Started, *actor.Stopping, *actor.Stopped, *actor.Restarting:
+	default:
+		a.stash = append(a.stash, envelope{sender: ctx.Sender(), msg: msg})
+	}
+}
+
+func (a *turnActor) Receive(ctx actor.Context) {
+	if a.activity != nil {
+		a.activity.Add(1)
+	}
+	a.behavior.Receive(ctx)
+}
 
 // lifecycle handles what both phases handle alike; it reports whether msg was one.
 func (a *turnActor) lifecycle(ctx actor.Context) bool {
 	switch ctx.Message().(type) {
 	case *actor.Started:
-		m, rec := turn.New(turn.Config{
-			Node: a.sh.opts.Node, Incarnation: randomID(), StepCeiling: a.sh.opts.StepCeiling,
-			MaxInFlight: a.sh.opts.MaxInFlightPerTurn, OneOperation: a.oneOp, Switches: a.sh.opts.Switches,
-		}, a.access)
-		a.m = m
-		a.emit(rec)
-		if !a.oneOp {
-			ctx.SetReceiveTimeout(a.sh.opts.IdleTimeout)
-		}
-	case *actor.ReceiveTimeout:
-		if ctx.Parent() != nil {
-			ctx.Send(ctx.Parent(), &idleExpired{turnID: a.access.TurnID})
-		}
 	case *actor.Stopping, *actor.Restarting:
 	case *actor.Stopped:
 		// Stopped without a close (a panic, or the system going down):
@@ -79,7 +115,7 @@ func (a *turnActor) lifecycle(ctx actor.Context) bool {
 			}
 		}
 		for _, s := range a.stash {
-			ctx.Send(s.sender, reason.New(reason.TurnClosed, "turn %s stopped", a.access.TurnID))
+			ctx.Send(s.sender, reason.New(reason.TurnClosed, "turn %s stopped", a.turnID))
 		}
 		a.stash = nil
 	default:
@@ -100,7 +136,7 @@ func (a *turnActor) serving(ctx actor.Context) {
 	case *listTools, *listNamespaces, *updateNamespaces, *invokeTool:
 		a.operate(ctx, envelope{sender: ctx.Sender(), msg: msg})
 	default:
-		a.sh.log.Warn("turn: unexpected message", "turn", a.access.TurnID, "type", fmt.Sprintf("%T", msg))
+		a.sh.log.Warn("turn: unexpected message", "turn", a.turnID, "type", fmt.Sprintf("%T", msg))
 	}
 }
 
@@ -139,7 +175,7 @@ func (a *turnActor) resolving(ctx actor.Context) {
 func (a *turnActor) dispatch(ctx actor.Context, env envelope) {
 	if a.m == nil { // an earlier message of this stash closed the turn
 		if env.sender != nil {
-			ctx.Send(env.sender, reason.New(reason.TurnClosed, "turn %s is closed", a.access.TurnID))
+			ctx.Send(env.sender, reason.New(reason.TurnClosed, "turn %s is closed", a.turnID))
 		}
 		return
 	}
@@ -285,7 +321,7 @@ func (a *turnActor) complete(ctx actor.Context, msg *completed) {
 	now := a.now()
 	rec, err := a.m.Complete(now, msg.comp)
 	if err != nil {
-		a.sh.log.Error("turn: completion", "turn", a.access.TurnID, "err", err)
+		a.sh.log.Error("turn: completion", "turn", a.turnID, "err", err)
 		return
 	}
 	receipt := a.emit(rec)
@@ -338,7 +374,7 @@ func (a *turnActor) finish(ctx actor.Context, why string) {
 		receipt = a.emit(rec)
 	}
 	if !a.oneOp && ctx.Parent() != nil {
-		ctx.Send(ctx.Parent(), &turnFinished{turnID: a.access.TurnID})
+		ctx.Send(ctx.Parent(), &turnFinished{turnID: a.turnID})
 	}
 	for _, c := range a.closers {
 		a.answer(ctx, c, true, receipt)
@@ -367,10 +403,10 @@ func (a *turnActor) finished(ctx actor.Context) {
 		}
 	case *completed:
 		// Cannot happen: a turn finishes only with nothing in flight.
-		a.sh.log.Error("turn: completion after close", "turn", a.access.TurnID, "call", msg.comp.CallID)
+		a.sh.log.Error("turn: completion after close", "turn", a.turnID, "call", msg.comp.CallID)
 	default:
 		if ctx.Sender() != nil {
-			ctx.Respond(reason.New(reason.TurnClosed, "turn %s is closed", a.access.TurnID))
+			ctx.Respond(reason.New(reason.TurnClosed, "turn %s is closed", a.turnID))
 		}
 	}
 }

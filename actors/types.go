@@ -86,7 +86,8 @@ type (
 		access  authority.AccessContext
 		leaseID string
 	}
-	idleExpired   struct{ turnID string }
+	// sweepIdle makes the directory close the turns that went idle.
+	sweepIdle     struct{}
 	turnFinished  struct{ turnID string }
 	closeAll      struct{}
 	turnsSnapshot struct{}

@@ -204,8 +204,14 @@ func (m *InvokeRequest) version() int           { return m.V }
 func (m *InvokeReply) version() int             { return m.V }
 func (m *CloseRequest) version() int            { return m.V }
 
-// Encode encodes m.
-func Encode(m Message) ([]byte, error) { return msgpack.Marshal(m) }
+// Encode encodes m. The hot-path messages are encoded without reflection
+// (fast.go), to the bytes msgpack.Marshal gives.
+func Encode(m Message) ([]byte, error) {
+	if f, ok := m.(fastMessage); ok {
+		return f.appendMsgpack(make([]byte, 0, 256)), nil
+	}
+	return msgpack.Marshal(m)
+}
 
 // Decode bounds and guards an untrusted frame, decodes it into m and
 // checks its version. Every failure wraps ErrMalformed (errors.Is) and
@@ -213,6 +219,9 @@ func Encode(m Message) ([]byte, error) { return msgpack.Marshal(m) }
 func Decode(b []byte, m Message, lim Limits) (err error) {
 	if err := Guard(b, lim); err != nil {
 		return err
+	}
+	if f, ok := m.(fastMessage); ok && f.decodeMsgpack(b) {
+		return checkVersion(m)
 	}
 	// msgpack v5.4.1 panics on some well-formed frames (nil decoded into a
 	// struct-typed field); a frame is never worth a process.
@@ -224,6 +233,10 @@ func Decode(b []byte, m Message, lim Limits) (err error) {
 	if err := msgpack.Unmarshal(b, m); err != nil {
 		return fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
+	return checkVersion(m)
+}
+
+func checkVersion(m Message) error {
 	if v := m.version(); v != Version {
 		return fmt.Errorf("%w: protocol version %d; this node speaks %d", ErrMalformed, v, Version)
 	}
@@ -231,4 +244,9 @@ func Decode(b []byte, m Message, lim Limits) (err error) {
 }
 
 // DecodeTrusted decodes a frame this process produced (no guard).
-func DecodeTrusted(b []byte, m Message) error { return msgpack.Unmarshal(b, m) }
+func DecodeTrusted(b []byte, m Message) error {
+	if f, ok := m.(fastMessage); ok && f.decodeMsgpack(b) {
+		return nil
+	}
+	return msgpack.Unmarshal(b, m)
+}

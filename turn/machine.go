@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"time"
@@ -64,7 +65,6 @@ const (
 type Machine struct {
 	cfg      Config
 	access   authority.AccessContext // as opened; Now is the opening instant
-	key      string
 	ns       []string
 	phase    phase
 	steps    int
@@ -88,11 +88,9 @@ type inFlight struct {
 // New opens a turn for access at its instant and returns the turn.opened record.
 func New(cfg Config, access authority.AccessContext) (*Machine, *audit.Record) {
 	m := &Machine{
-		cfg:      cfg,
-		access:   access,
-		key:      authority.TurnAuthorityKey(access),
-		ns:       normalizeNamespaces(access.EnabledNamespaces),
-		inFlight: map[string]*inFlight{},
+		cfg:    cfg,
+		access: access,
+		ns:     normalizeNamespaces(access.EnabledNamespaces),
 	}
 	return m, m.record(access.Now, &audit.Event{Type: audit.TurnOpened, Namespaces: m.ns})
 }
@@ -104,7 +102,7 @@ func normalizeNamespaces(ns []string) []string {
 }
 
 // Key is the turn's authority key.
-func (m *Machine) Key() string { return m.key }
+func (m *Machine) Key() string { return authority.TurnAuthorityKey(m.access) }
 
 // TurnID is the turn's id.
 func (m *Machine) TurnID() string { return m.access.TurnID }
@@ -137,10 +135,18 @@ func (m *Machine) CheckAccess(access authority.AccessContext) error {
 	if m.phase != open {
 		return reason.New(reason.TurnClosed, "turn %s is closed", m.access.TurnID)
 	}
-	if authority.TurnAuthorityKey(access) != m.key {
+	if !sameAuthority(access, m.access) {
 		return reason.New(reason.TurnNotFound, "no turn %s for this principal", access.TurnID)
 	}
 	return nil
+}
+
+// sameAuthority reports whether a and b have the same turn authority key:
+// the key is an injective encoding of exactly these fields (hashed), so
+// comparing them is the same test without hashing on every operation.
+func sameAuthority(a, b authority.AccessContext) bool {
+	return a.Tenant == b.Tenant && a.Principal == b.Principal && a.CredentialProfile == b.CredentialProfile &&
+		a.TurnID == b.TurnID && maps.Equal(a.Attributes, b.Attributes)
 }
 
 // Resolution is the outcome of resolving a turn's catalogue.
@@ -320,6 +326,9 @@ func (m *Machine) Decide(now time.Time, inv Invocation) (Decision, *audit.Record
 	} else {
 		m.steps++
 		call.Step = m.steps
+		if m.inFlight == nil {
+			m.inFlight = map[string]*inFlight{}
+		}
 		m.inFlight[d.CallID] = &inFlight{tool: d.Tool, alias: inv.Alias, hash: m.registry.Hash(), start: now}
 	}
 	ev := &audit.Event{Type: audit.ToolInvoked, Call: call, Namespaces: m.ns}

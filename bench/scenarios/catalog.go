@@ -1,0 +1,40 @@
+package scenarios
+
+import "github.com/sharedos/sharedos/bench/harness"
+
+// Names of the scenarios and floors.
+const (
+	InProcess         = "inprocess"
+	InProcessAcked    = "inprocess-acked"
+	NATS              = "nats"
+	NATSAcked         = "nats-acked"
+	NATSProvider      = "nats-provider"
+	NATSProviderAcked = "nats-provider-acked"
+
+	FloorRaw                   = "floor-nats"
+	FloorComposite             = "floor-composite"
+	FloorCompositeAcked        = "floor-composite-acked"
+	FloorCompositeProvider     = "floor-composite-provider"
+	FloorCompositeProviderAckd = "floor-composite-provider-acked"
+	FloorJetStreamAcked        = "floor-jetstream-acked"
+)
+
+// All returns every scenario, each floor just before the scenarios
+// compared to it, so the two are measured minutes apart at most. A new
+// transport is one more entry here (and its floor, if it has one).
+func (e *Env) All() []harness.Scenario {
+	return []harness.Scenario{
+		e.FloorNATS(FloorRaw),
+		e.SharedOS(InProcess, "kernel API in process, static tool, audit published async", "", "inprocess", ToolStatic, AuditAsync),
+		e.FloorJetStream(FloorJetStreamAcked),
+		e.SharedOS(InProcessAcked, "kernel API in process, static tool, audit acked before effect and reply", FloorJetStreamAcked, "inprocess", ToolStatic, AuditAcked),
+		e.FloorComposite(FloorComposite, false, false),
+		e.SharedOS(NATS, "Go client → node over NATS, static tool, audit published async", FloorComposite, "nats", ToolStatic, AuditAsync),
+		e.FloorComposite(FloorCompositeAcked, false, true),
+		e.SharedOS(NATSAcked, "Go client → node over NATS, static tool, audit acked", FloorCompositeAcked, "nats", ToolStatic, AuditAcked),
+		e.FloorComposite(FloorCompositeProvider, true, false),
+		e.SharedOS(NATSProvider, "Go client → node → provider over NATS, audit published async", FloorCompositeProvider, "nats", ToolProvider, AuditAsync),
+		e.FloorComposite(FloorCompositeProviderAckd, true, true),
+		e.SharedOS(NATSProviderAcked, "Go client → node → provider over NATS, audit acked", FloorCompositeProviderAckd, "nats", ToolProvider, AuditAcked),
+	}
+}

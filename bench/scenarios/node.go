@@ -1,0 +1,206 @@
+package scenarios
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/sharedos/sharedos/actors"
+	"github.com/sharedos/sharedos/authority"
+	"github.com/sharedos/sharedos/bench/harness"
+	"github.com/sharedos/sharedos/catalog"
+	"github.com/sharedos/sharedos/internal/audit"
+	"github.com/sharedos/sharedos/internal/natsfront"
+	"github.com/sharedos/sharedos/internal/providers"
+	"github.com/sharedos/sharedos/provider"
+)
+
+// Audit modes of a scenario.
+const (
+	// AuditAsync publishes every record to the JetStream audit stream
+	// without waiting for its ack ("durability: async": durability off).
+	AuditAsync = "async"
+	// AuditAcked: a tool runs only once its tool.invoked is stored and
+	// every reply waits for its record ("durability: acked").
+	AuditAcked = "acked"
+	// AuditDiscard drops every record (the kernel alone).
+	AuditDiscard = "discard"
+)
+
+// Tool placement of a scenario.
+const (
+	// ToolStatic is a static tool run in the node's process.
+	ToolStatic = "static"
+	// ToolProvider is the same tool served by a provider over NATS (the
+	// provider SDK's host on its own TCP connection; the node reaches it
+	// through its remote proxy).
+	ToolProvider = "provider"
+)
+
+// The benchmark principal, its grant, and the tool every scenario calls.
+const (
+	benchTenant    = "bench"
+	benchPrincipal = "load"
+	benchNamespace = "bench"
+	benchAlias     = "bench_echo"
+	toolProviderID = "benchp"
+	staticID       = "bench"
+)
+
+var benchAccess = authority.AccessContext{
+	Tenant: benchTenant, Principal: benchPrincipal, CredentialProfile: "bench", EnabledNamespaces: []string{benchNamespace},
+}
+
+// echoDefinition is the tool: its arguments are validated against the
+// schema, its requirement resolves to a fixed resource, and it returns
+// the arguments (the payload travels both ways once).
+var echoDefinition = catalog.Definition{
+	Name: "echo", Namespace: benchNamespace, Description: "Returns its arguments.",
+	InputSchema: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}},"required":["text"],"additionalProperties":false}`),
+	Capability:  "bench.echo", Requirement: "bench/echo",
+}
+
+func echo(_ context.Context, args json.RawMessage) (string, json.RawMessage) { return "ok", args }
+
+// payload is a call's arguments with a text of n bytes.
+func payload(n int) []byte {
+	return []byte(`{"text":"` + strings.Repeat("x", n) + `"}`)
+}
+
+func benchAuthority() (*authority.StaticSource, error) {
+	return authority.NewStaticSource(map[[2]string][]authority.GrantSpec{
+		{benchTenant, benchPrincipal}: {{ID: "bench", Capability: "bench.*", Resource: "bench/**"}},
+	})
+}
+
+// counting wraps a provider, counting its catalogue calls and the time
+// spent in them.
+type counting struct {
+	providers.ContextToolProvider
+	calls atomic.Int64
+	nanos atomic.Int64
+}
+
+func (c *counting) Catalog(ctx context.Context, access authority.AccessContext) (providers.Catalog, error) {
+	start := time.Now()
+	defer func() {
+		c.nanos.Add(int64(time.Since(start)))
+		c.calls.Add(1)
+	}()
+	return c.ContextToolProvider.Catalog(ctx, access)
+}
+
+func (c *counting) counters() harness.Counters {
+	return harness.Counters{Providers: 1, CatalogCalls: c.calls.Load(), CatalogTime: time.Duration(c.nanos.Load())}
+}
+
+// node is a SharedOS node assembled for one scenario: kernel, audit sink
+// and provider, and (when served over NATS) the front.
+type node struct {
+	kernel  *actors.Kernel
+	counted *counting
+	nc      *nats.Conn // the node's own connection
+	prefix  string
+	closer  closer
+}
+
+type nodeConfig struct {
+	audit string
+	tool  string
+	// front serves the kernel over NATS.
+	front bool
+	// stepCeiling, maxTurns: 0 means the kernel's defaults.
+	stepCeiling, maxTurns int
+	idleTimeout           time.Duration
+}
+
+// startNode assembles a node the way internal/node does, with control
+// over the sink and the provider.
+func (e *Env) startNode(ctx context.Context, cfg nodeConfig) (n *node, err error) {
+	n = &node{prefix: e.prefix()}
+	defer func() {
+		if err != nil {
+			_ = n.close(context.WithoutCancel(ctx))
+		}
+	}()
+	if n.nc, err = e.nodeConn("bench-node-" + n.prefix); err != nil {
+		return nil, err
+	}
+	n.closer.addConn(n.nc)
+
+	var sink audit.Sink = audit.Discard{}
+	if cfg.audit != AuditDiscard {
+		stream := "BENCH_" + strings.ToUpper(n.prefix)
+		js, err := audit.NewJetStreamSink(ctx, n.nc, audit.JetStreamOptions{
+			Prefix: n.prefix, Stream: stream, Durability: cfg.audit, MaxAge: time.Hour, Logger: e.opts.Logger,
+		})
+		if err != nil {
+			return nil, err
+		}
+		n.closer.add(deleteStream(n.nc, stream))
+		n.closer.add(js.Close)
+		sink = js
+	}
+
+	var p providers.ContextToolProvider
+	switch cfg.tool {
+	case ToolStatic:
+		p, err = providers.NewStatic(staticID, []providers.StaticTool{{Definition: echoDefinition,
+			Handler: func(ctx context.Context, call providers.Call) (providers.Result, error) {
+				text, out := echo(ctx, call.Arguments)
+				return providers.Result{Text: text, Structured: out}, nil
+			}}})
+		if err != nil {
+			return nil, err
+		}
+	case ToolProvider:
+		pc, err := e.remoteConn("bench-provider-" + n.prefix)
+		if err != nil {
+			return nil, err
+		}
+		n.closer.addConn(pc)
+		tools := []provider.Tool{{Definition: echoDefinition, Handler: func(ctx context.Context, call provider.Call) (provider.Result, error) {
+			text, out := echo(ctx, call.Arguments)
+			return provider.Result{Text: text, Structured: out}, nil
+		}}}
+		host, err := provider.Serve(pc, toolProviderID, provider.ProviderFunc(func(context.Context, provider.Access) ([]provider.Tool, error) {
+			return tools, nil
+		}), &provider.Options{Prefix: n.prefix, TTL: 5 * time.Minute, Scope: "global"})
+		if err != nil {
+			return nil, err
+		}
+		n.closer.add(host.Stop)
+		p = providers.NewRemote(n.nc, toolProviderID, n.prefix)
+	default:
+		return nil, fmt.Errorf("scenarios: unknown tool placement %q", cfg.tool)
+	}
+	n.counted = &counting{ContextToolProvider: p}
+
+	auth, err := benchAuthority()
+	if err != nil {
+		return nil, err
+	}
+	n.kernel, err = actors.New(actors.Options{
+		Node: "bench", Providers: []providers.ContextToolProvider{n.counted}, Authority: auth, Sink: sink,
+		StepCeiling: cfg.stepCeiling, MaxTurns: cfg.maxTurns, IdleTimeout: cfg.idleTimeout, Logger: e.opts.Logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	n.closer.add(n.kernel.Shutdown)
+	if cfg.front {
+		front, err := natsfront.Serve(n.nc, n.kernel, natsfront.Options{Prefix: n.prefix, Logger: e.opts.Logger})
+		if err != nil {
+			return nil, err
+		}
+		n.closer.add(front.Stop)
+	}
+	return n, nil
+}
+
+func (n *node) close(ctx context.Context) error { return n.closer.close(ctx) }
