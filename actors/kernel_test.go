@@ -391,3 +391,52 @@ func TestOptionsValidate(t *testing.T) {
 		}
 	}
 }
+
+// failingSink stores every record in next but, once failing is set, reports
+// them not stored (a stream that went away).
+type failingSink struct {
+	next    *audit.Memory
+	failing atomic.Bool
+}
+
+func (s *failingSink) Emit(rec *audit.Record) audit.Receipt {
+	s.next.Emit(rec)
+	if s.failing.Load() {
+		return audit.Completed(errors.New("stream unavailable"))
+	}
+	return audit.Completed(nil)
+}
+
+// After a record is not stored the turn fails closed: the call whose
+// tool.invoked was lost does not run, later operations are refused, and
+// the turn closes with reason audit_unavailable.
+func TestTurnFailsClosedWhenAuditIsNotStored(t *testing.T) {
+	f := conformance.NewFixture(t)
+	sink := &failingSink{next: f.Sink}
+	k := start(t, f, func(o *actors.Options) { o.Sink = sink })
+	c := ctx(t)
+	o, err := k.Open(c, conformance.Ada)
+	if err != nil {
+		t.Fatal(err)
+	}
+	who := conformance.Ada
+	who.TurnID = o.TurnID
+	if _, err := k.ListTools(c, who); err != nil {
+		t.Fatal(err)
+	}
+	sink.failing.Store(true)
+	if _, err := k.Invoke(c, who, "notion_search", args("acme")); !errors.Is(err, reason.ErrAuditUnavailable) {
+		t.Fatalf("call whose record was lost: %v, want audit_unavailable", err)
+	}
+	if f.Notion.InvokeCalls() != 0 {
+		t.Fatal("the tool ran although its tool.invoked was not stored")
+	}
+	sink.failing.Store(false) // the stream is back: the turn must still not carry on
+	_, err = k.ListTools(c, who)
+	if !errors.Is(err, reason.ErrAuditUnavailable) && !errors.Is(err, reason.ErrTurnClosed) {
+		t.Fatalf("operation after a lost record: %v, want audit_unavailable or turn_closed", err)
+	}
+	if got := events(f, o.TurnID, audit.TurnClosed); len(got) != 1 || got[0].Close.Reason != "audit_unavailable" {
+		t.Fatalf("turn.closed: %+v", got)
+	}
+}

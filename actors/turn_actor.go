@@ -39,6 +39,10 @@ type turnActor struct {
 	// closers are waiting for turn.closed; why is the close reason.
 	closers []*actor.PID
 	why     string
+	// unconfirmed are receipts of records not yet known stored; failed is
+	// set once one of them failed (see checkReceipts).
+	unconfirmed []audit.Receipt
+	failed      bool
 }
 
 // startTurn is a turn actor's first message: the turn's access context as
@@ -128,12 +132,17 @@ func (a *turnActor) serving(ctx actor.Context) {
 	if a.lifecycle(ctx) {
 		return
 	}
+	a.checkReceipts(ctx)
 	switch msg := ctx.Message().(type) {
 	case *completed:
 		a.complete(ctx, msg)
 	case *closeTurn:
 		a.beginClose(ctx, ctx.Sender(), msg.why)
 	case *listTools, *listNamespaces, *updateNamespaces, *invokeTool:
+		if a.failed {
+			ctx.Respond(reason.New(reason.AuditUnavailable, "turn %s closed: the audit stream did not store one of its records", a.turnID))
+			return
+		}
 		a.operate(ctx, envelope{sender: ctx.Sender(), msg: msg})
 	default:
 		a.sh.log.Warn("turn: unexpected message", "turn", a.turnID, "type", fmt.Sprintf("%T", msg))
@@ -442,5 +451,42 @@ func answerOrAuditError(msg any, err error) any {
 }
 
 func (a *turnActor) emit(rec *audit.Record) audit.Receipt {
-	return a.sh.opts.Sink.Emit(rec)
+	r := a.sh.opts.Sink.Emit(rec)
+	select {
+	case <-r.Done():
+		if r.Err() != nil {
+			a.failed = true
+		}
+	default:
+		a.unconfirmed = append(a.unconfirmed, r)
+	}
+	return r
+}
+
+// checkReceipts notices a record the audit stream did not store. From then
+// on the turn's chain has a hole, so the turn fails closed: it takes no
+// more operations (they are refused audit_unavailable) and closes as soon
+// as nothing is in flight, rather than carrying on past a record it could
+// not keep. (A sink configured to fail open completes receipts without
+// error, and never gets here.)
+func (a *turnActor) checkReceipts(ctx actor.Context) {
+	if len(a.unconfirmed) > 0 {
+		kept := a.unconfirmed[:0]
+		for _, r := range a.unconfirmed {
+			select {
+			case <-r.Done():
+				if r.Err() != nil {
+					a.failed = true
+				}
+			default:
+				kept = append(kept, r)
+			}
+		}
+		clear(a.unconfirmed[len(kept):])
+		a.unconfirmed = kept
+	}
+	if a.failed && a.m != nil && !a.m.Closed() {
+		a.sh.log.Error("turn: the audit stream did not store a record; closing the turn", "turn", a.turnID)
+		a.beginClose(ctx, nil, "audit_unavailable")
+	}
 }
