@@ -250,3 +250,24 @@ func DecodeTrusted(b []byte, m Message) error {
 	}
 	return msgpack.Unmarshal(b, m)
 }
+
+// Request is a turn-protocol request: it carries the caller's access and
+// how long the caller will wait.
+type Request interface {
+	Message
+	RequestAccess() Access
+	RequestTimeoutMs() uint32
+}
+
+func (m *OpenRequest) RequestAccess() Access             { return m.Access }
+func (m *OpenRequest) RequestTimeoutMs() uint32          { return m.TimeoutMs }
+func (m *TurnRequest) RequestAccess() Access             { return m.Access }
+func (m *TurnRequest) RequestTimeoutMs() uint32          { return m.TimeoutMs }
+func (m *UpdateNamespacesRequest) RequestAccess() Access { return m.Access }
+func (m *UpdateNamespacesRequest) RequestTimeoutMs() uint32 {
+	return m.TimeoutMs
+}
+func (m *InvokeRequest) RequestAccess() Access    { return m.Access }
+func (m *InvokeRequest) RequestTimeoutMs() uint32 { return m.TimeoutMs }
+func (m *CloseRequest) RequestAccess() Access     { return m.Access }
+func (m *CloseRequest) RequestTimeoutMs() uint32  { return m.TimeoutMs }

@@ -3,6 +3,8 @@ package natsfront
 import (
 	"context"
 
+	"github.com/sharedos/sharedos/authority"
+
 	"github.com/sharedos/sharedos/messages"
 	"github.com/sharedos/sharedos/reason"
 )
@@ -36,6 +38,19 @@ func errorReply(op messages.Op, err error) []byte {
 func isOneOp(ctx context.Context) bool { return ctx.Value(subjectKey{}) == oneOpSubject }
 
 func (f *Front) isOpen(ctx context.Context) bool { return ctx.Value(subjectKey{}) == openSubject }
+
+// admit decodes a turn request, checks that its subject and its turn agree,
+// and bounds the work by the caller's timeout.
+func (f *Front) admit(ctx context.Context, data []byte, req messages.Request) (context.Context, context.CancelFunc, authority.AccessContext, error) {
+	if err := messages.Decode(data, req, f.opts.Limits); err != nil {
+		return nil, nil, authority.AccessContext{}, malformed(err)
+	}
+	if err := turnAccess(ctx, req.RequestAccess()); err != nil {
+		return nil, nil, authority.AccessContext{}, err
+	}
+	ctx, cancel := f.requestContext(ctx, req.RequestTimeoutMs())
+	return ctx, cancel, accessOf(req.RequestAccess()), nil
+}
 
 // turnAccess refuses a turn subject without a turn id and a one-operation
 // subject with one, so the subject always says what the request is.
@@ -71,15 +86,12 @@ func (f *Front) open(ctx context.Context, data []byte) (messages.Message, error)
 
 func (f *Front) list(ctx context.Context, data []byte) (messages.Message, error) {
 	var req messages.TurnRequest
-	if err := messages.Decode(data, &req, f.opts.Limits); err != nil {
-		return nil, malformed(err)
-	}
-	if err := turnAccess(ctx, req.Access); err != nil {
+	ctx, cancel, access, err := f.admit(ctx, data, &req)
+	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := f.requestContext(ctx, req.TimeoutMs)
 	defer cancel()
-	l, err := f.k.ListTools(ctx, accessOf(req.Access))
+	l, err := f.k.ListTools(ctx, access)
 	if err != nil {
 		return nil, err
 	}
@@ -95,15 +107,12 @@ func (f *Front) list(ctx context.Context, data []byte) (messages.Message, error)
 
 func (f *Front) namespaces(ctx context.Context, data []byte) (messages.Message, error) {
 	var req messages.TurnRequest
-	if err := messages.Decode(data, &req, f.opts.Limits); err != nil {
-		return nil, malformed(err)
-	}
-	if err := turnAccess(ctx, req.Access); err != nil {
+	ctx, cancel, access, err := f.admit(ctx, data, &req)
+	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := f.requestContext(ctx, req.TimeoutMs)
 	defer cancel()
-	ns, err := f.k.ListNamespaces(ctx, accessOf(req.Access))
+	ns, err := f.k.ListNamespaces(ctx, access)
 	if err != nil {
 		return nil, err
 	}
@@ -116,15 +125,12 @@ func (f *Front) namespaces(ctx context.Context, data []byte) (messages.Message, 
 
 func (f *Front) updateNamespaces(ctx context.Context, data []byte) (messages.Message, error) {
 	var req messages.UpdateNamespacesRequest
-	if err := messages.Decode(data, &req, f.opts.Limits); err != nil {
-		return nil, malformed(err)
-	}
-	if err := turnAccess(ctx, req.Access); err != nil {
+	ctx, cancel, access, err := f.admit(ctx, data, &req)
+	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := f.requestContext(ctx, req.TimeoutMs)
 	defer cancel()
-	if err := f.k.UpdateNamespaces(ctx, accessOf(req.Access), req.Namespaces); err != nil {
+	if err := f.k.UpdateNamespaces(ctx, access, req.Namespaces); err != nil {
 		return nil, err
 	}
 	return &messages.AckReply{V: messages.Version}, nil
@@ -132,15 +138,12 @@ func (f *Front) updateNamespaces(ctx context.Context, data []byte) (messages.Mes
 
 func (f *Front) invoke(ctx context.Context, data []byte) (messages.Message, error) {
 	var req messages.InvokeRequest
-	if err := messages.Decode(data, &req, f.opts.Limits); err != nil {
-		return nil, malformed(err)
-	}
-	if err := turnAccess(ctx, req.Access); err != nil {
+	ctx, cancel, access, err := f.admit(ctx, data, &req)
+	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := f.requestContext(ctx, req.TimeoutMs)
 	defer cancel()
-	res, err := f.k.Invoke(ctx, accessOf(req.Access), req.Tool, req.Args)
+	res, err := f.k.Invoke(ctx, access, req.Tool, req.Args)
 	if err != nil {
 		return nil, err
 	}
