@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/sharedos/sharedos/authority"
-
 	"github.com/sharedos/sharedos/messages"
 	"github.com/sharedos/sharedos/reason"
 )
