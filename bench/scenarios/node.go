@@ -121,9 +121,11 @@ type nodeConfig struct {
 
 // startNode assembles a node the way internal/node does, with control
 // over the sink and the provider.
-func (e *Env) startNode(ctx context.Context, cfg nodeConfig) (n *node, err error) {
-	n = &node{prefix: e.prefix()}
+func (e *Env) startNode(ctx context.Context, cfg nodeConfig) (_ *node, err error) {
+	n := &node{prefix: e.prefix()}
 	defer func() {
+		// n, not the named result: a failed start returns nil, and what
+		// it started must still be stopped.
 		if err != nil {
 			_ = n.close(context.WithoutCancel(ctx))
 		}
