@@ -43,5 +43,13 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 
+## soak: long runs that stay out of `make test`: the suite 20 times under the race
+## detector on one and two CPUs, 10 minutes of fuzzing, and 5 minutes of load per scenario.
+SOAKTIME ?= 5m
+soak:
+	$(GO) test -race -count=10 -cpu 1,2 -timeout 60m ./...
+	$(GO) test -run '^$$' -fuzz '^FuzzGuard$$' -fuzztime 10m -fuzzminimizetime 5s ./messages
+	$(GO) run ./bench --concurrency 64 --duration $(SOAKTIME)
+
 clean:
 	rm -rf data .sharedos
