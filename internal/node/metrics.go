@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/sharedos/sharedos/internal/audit"
 	"github.com/sharedos/sharedos/messages"
@@ -57,7 +58,7 @@ func newMetrics(openTurns func() float64) *metrics {
 	}
 	m.reg.MustRegister(m.requests, m.requestTime, m.calls, m.callTime, m.resolutions, m.turnsOpened, m.turnsClosed, m.auditLag, m.auditFailures,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sharedos_open_turns", Help: "Turns open on this node."}, openTurns),
-		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
