@@ -115,9 +115,6 @@ func (c *Client) open(ctx context.Context, subject string, access Access) (*Turn
 	}, &rep, false); err != nil {
 		return nil, err
 	}
-	if err := rep.Error.Err(); err != nil {
-		return nil, err
-	}
 	access.TurnID = rep.TurnID
 	return &Turn{c: c, Handle: Handle{Node: rep.Node, TurnID: rep.TurnID}, LeaseID: rep.LeaseID, Attached: rep.Attached, access: access}, nil
 }
@@ -142,12 +139,9 @@ func (t *Turn) ListNamespaces(ctx context.Context) ([]messages.Namespace, error)
 // UpdateNamespaces replaces the turn's enabled namespaces.
 func (t *Turn) UpdateNamespaces(ctx context.Context, namespaces []string) error {
 	var rep messages.AckReply
-	if err := t.c.request(ctx, t.subject(messages.OpUpdateNamespaces), func(ms uint32) messages.Message {
+	return t.c.request(ctx, t.subject(messages.OpUpdateNamespaces), func(ms uint32) messages.Message {
 		return &messages.UpdateNamespacesRequest{V: messages.Version, Access: t.access, Namespaces: namespaces, TimeoutMs: ms}
-	}, &rep, true); err != nil {
-		return err
-	}
-	return rep.Error.Err()
+	}, &rep, true)
 }
 
 // Invoke calls the tool the turn lists as alias with JSON arguments.
@@ -159,12 +153,9 @@ func (t *Turn) Invoke(ctx context.Context, alias string, args []byte) (*messages
 // is released. Closing twice is harmless.
 func (t *Turn) Close(ctx context.Context) error {
 	var rep messages.AckReply
-	if err := t.c.request(ctx, t.subject(messages.OpClose), func(ms uint32) messages.Message {
+	return t.c.request(ctx, t.subject(messages.OpClose), func(ms uint32) messages.Message {
 		return &messages.CloseRequest{V: messages.Version, Access: t.access, LeaseID: t.LeaseID, TimeoutMs: ms}
-	}, &rep, true); err != nil {
-		return err
-	}
-	return rep.Error.Err()
+	}, &rep, true)
 }
 
 // ListTools lists tools in a turn of one operation (no turn is opened).
@@ -192,9 +183,6 @@ func (c *Client) list(ctx context.Context, subject string, access Access, turn b
 	}, &rep, turn); err != nil {
 		return nil, err
 	}
-	if err := rep.Error.Err(); err != nil {
-		return nil, err
-	}
 	return &rep, nil
 }
 
@@ -203,9 +191,6 @@ func (c *Client) namespaces(ctx context.Context, subject string, access Access, 
 	if err := c.request(ctx, subject, func(ms uint32) messages.Message {
 		return &messages.TurnRequest{V: messages.Version, Access: access, TimeoutMs: ms}
 	}, &rep, turn); err != nil {
-		return nil, err
-	}
-	if err := rep.Error.Err(); err != nil {
 		return nil, err
 	}
 	return rep.Namespaces, nil
@@ -218,16 +203,14 @@ func (c *Client) invoke(ctx context.Context, subject string, access Access, alia
 	}, &rep, turn); err != nil {
 		return nil, err
 	}
-	if err := rep.Error.Err(); err != nil {
-		return nil, err
-	}
 	return &rep, nil
 }
 
-// request sends one request and decodes the reply into rep. build gets the
+// request sends one request, decodes the reply into rep and returns the
+// refusal the reply carries, if any. build gets the
 // time the caller will wait, in milliseconds, for the node's own deadline.
 // turn says the subject names a turn's node (no responders = turn gone).
-func (c *Client) request(ctx context.Context, subject string, build func(uint32) messages.Message, rep messages.Message, turn bool) error {
+func (c *Client) request(ctx context.Context, subject string, build func(uint32) messages.Message, rep messages.Reply, turn bool) error {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.opts.Timeout)
@@ -257,7 +240,7 @@ func (c *Client) request(ctx context.Context, subject string, build func(uint32)
 	if err := messages.Decode(msg.Data, rep, c.opts.Limits); err != nil {
 		return fmt.Errorf("client: reply on %s: %w", subject, err)
 	}
-	return nil
+	return rep.ReplyError().Err()
 }
 
 // Resume returns a Turn for a handle and lease obtained earlier (by this

@@ -271,3 +271,15 @@ func (m *InvokeRequest) RequestAccess() Access    { return m.Access }
 func (m *InvokeRequest) RequestTimeoutMs() uint32 { return m.TimeoutMs }
 func (m *CloseRequest) RequestAccess() Access     { return m.Access }
 func (m *CloseRequest) RequestTimeoutMs() uint32  { return m.TimeoutMs }
+
+// Reply is a turn-protocol reply: each carries an optional error.
+type Reply interface {
+	Message
+	ReplyError() *Error
+}
+
+func (m *OpenReply) ReplyError() *Error       { return m.Error }
+func (m *ListReply) ReplyError() *Error       { return m.Error }
+func (m *NamespacesReply) ReplyError() *Error { return m.Error }
+func (m *AckReply) ReplyError() *Error        { return m.Error }
+func (m *InvokeReply) ReplyError() *Error     { return m.Error }
