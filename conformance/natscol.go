@@ -57,16 +57,11 @@ type ClientDriver struct {
 	nodes map[string]string
 }
 
-func toWire(a authority.AccessContext) client.Access {
-	return client.Access{Tenant: a.Tenant, Principal: a.Principal, Credential: a.CredentialProfile, TurnID: a.TurnID,
-		Namespaces: a.EnabledNamespaces, Attributes: a.Attributes}
-}
-
 func (d *ClientDriver) turn(a authority.AccessContext) *client.Turn {
 	d.mu.Lock()
 	node := d.nodes[a.TurnID]
 	d.mu.Unlock()
-	return d.C.Resume(client.Handle{Node: node, TurnID: a.TurnID}, "", toWire(a))
+	return d.C.Resume(client.Handle{Node: node, TurnID: a.TurnID}, "", messages.AccessOf(a))
 }
 
 // Open implements Driver.
@@ -77,9 +72,9 @@ func (d *ClientDriver) Open(ctx context.Context, a authority.AccessContext) (act
 		d.mu.Lock()
 		node := d.nodes[a.TurnID]
 		d.mu.Unlock()
-		t, err = d.C.Attach(ctx, client.Handle{Node: node, TurnID: a.TurnID}, toWire(a))
+		t, err = d.C.Attach(ctx, client.Handle{Node: node, TurnID: a.TurnID}, messages.AccessOf(a))
 	} else {
-		t, err = d.C.Open(ctx, toWire(a))
+		t, err = d.C.Open(ctx, messages.AccessOf(a))
 	}
 	if err != nil {
 		return actors.Opened{}, err
@@ -98,7 +93,7 @@ func (d *ClientDriver) ListTools(ctx context.Context, a authority.AccessContext)
 	var rep *messages.ListReply
 	var err error
 	if a.TurnID == "" {
-		rep, err = d.C.ListTools(ctx, toWire(a))
+		rep, err = d.C.ListTools(ctx, messages.AccessOf(a))
 	} else {
 		rep, err = d.turn(a).ListTools(ctx)
 	}
@@ -120,7 +115,7 @@ func (d *ClientDriver) ListNamespaces(ctx context.Context, a authority.AccessCon
 	var ns []messages.Namespace
 	var err error
 	if a.TurnID == "" {
-		ns, err = d.C.ListNamespaces(ctx, toWire(a))
+		ns, err = d.C.ListNamespaces(ctx, messages.AccessOf(a))
 	} else {
 		ns, err = d.turn(a).ListNamespaces(ctx)
 	}
@@ -144,7 +139,7 @@ func (d *ClientDriver) Invoke(ctx context.Context, a authority.AccessContext, al
 	var rep *messages.InvokeReply
 	var err error
 	if a.TurnID == "" {
-		rep, err = d.C.Invoke(ctx, toWire(a), alias, args)
+		rep, err = d.C.Invoke(ctx, messages.AccessOf(a), alias, args)
 	} else {
 		rep, err = d.turn(a).Invoke(ctx, alias, args)
 	}

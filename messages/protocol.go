@@ -2,9 +2,11 @@ package messages
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
 
+	"github.com/sharedos/sharedos/authority"
 	"github.com/sharedos/sharedos/reason"
 )
 
@@ -283,3 +285,16 @@ func (m *ListReply) ReplyError() *Error       { return m.Error }
 func (m *NamespacesReply) ReplyError() *Error { return m.Error }
 func (m *AckReply) ReplyError() *Error        { return m.Error }
 func (m *InvokeReply) ReplyError() *Error     { return m.Error }
+
+// AccessOf is the wire form of an access context. The instant is not sent:
+// the receiving node stamps its own.
+func AccessOf(a authority.AccessContext) Access {
+	return Access{Tenant: a.Tenant, Principal: a.Principal, Credential: a.CredentialProfile, TurnID: a.TurnID,
+		Namespaces: a.EnabledNamespaces, Attributes: a.Attributes}
+}
+
+// Context is the access context a wire Access describes, at the instant now.
+func (a Access) Context(now time.Time) authority.AccessContext {
+	return authority.AccessContext{Tenant: a.Tenant, Principal: a.Principal, CredentialProfile: a.Credential,
+		TurnID: a.TurnID, Now: now, EnabledNamespaces: a.Namespaces, Attributes: a.Attributes}
+}

@@ -13,7 +13,6 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/nats-io/nats.go"
 
-	"github.com/sharedos/sharedos/authority"
 	"github.com/sharedos/sharedos/catalog"
 	"github.com/sharedos/sharedos/internal/providers"
 	"github.com/sharedos/sharedos/messages"
@@ -145,11 +144,6 @@ func requestContext(timeoutMs uint32) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), d)
 }
 
-func accessOf(a messages.Access, now time.Time) Access {
-	return authority.AccessContext{Tenant: a.Tenant, Principal: a.Principal, CredentialProfile: a.Credential,
-		TurnID: a.TurnID, Now: now, EnabledNamespaces: a.Namespaces, Attributes: a.Attributes}
-}
-
 func (h *Host) onCatalog(m *nats.Msg) {
 	var req messages.ProviderCatalogRequest
 	if err := messages.Decode(m.Data, &req, messages.DefaultLimits()); err != nil {
@@ -164,7 +158,7 @@ func (h *Host) onCatalog(m *nats.Msg) {
 		defer h.release()
 		ctx, cancel := requestContext(req.TimeoutMs)
 		defer cancel()
-		tools, err := h.current(ctx, accessOf(req.Access, time.Now()))
+		tools, err := h.current(ctx, req.Access.Context(time.Now()))
 		if err != nil {
 			h.respond(m, &messages.ProviderCatalogReply{V: messages.Version, Error: wireError(err)})
 			return
@@ -232,7 +226,7 @@ func (h *Host) onInvoke(m *nats.Msg) {
 		defer h.release()
 		ctx, cancel := requestContext(req.TimeoutMs)
 		defer cancel()
-		access := accessOf(req.Access, time.Now())
+		access := req.Access.Context(time.Now())
 		handler, err := h.choose(ctx, access, req.Tool, req.Revision)
 		if err != nil {
 			h.respond(m, &messages.ProviderInvokeReply{V: messages.Version, Error: wireError(err)})

@@ -23,7 +23,6 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/sharedos/sharedos/actors"
-	"github.com/sharedos/sharedos/authority"
 	"github.com/sharedos/sharedos/internal/workpool"
 	"github.com/sharedos/sharedos/messages"
 	"github.com/sharedos/sharedos/reason"
@@ -209,13 +208,6 @@ func (f *Front) requestContext(parent context.Context, timeoutMs uint32) (contex
 		d = t
 	}
 	return context.WithTimeout(parent, d)
-}
-
-func accessOf(a messages.Access) authority.AccessContext {
-	return authority.AccessContext{
-		Tenant: a.Tenant, Principal: a.Principal, CredentialProfile: a.Credential, TurnID: a.TurnID,
-		EnabledNamespaces: a.Namespaces, Attributes: a.Attributes,
-	}
 }
 
 func malformed(err error) error {

@@ -2,6 +2,7 @@ package natsfront
 
 import (
 	"context"
+	"time"
 
 	"github.com/sharedos/sharedos/authority"
 	"github.com/sharedos/sharedos/messages"
@@ -38,6 +39,10 @@ func isOneOp(ctx context.Context) bool { return ctx.Value(subjectKey{}) == oneOp
 
 func (f *Front) isOpen(ctx context.Context) bool { return ctx.Value(subjectKey{}) == openSubject }
 
+// wireContext is the access context of a request. Its instant is left zero:
+// the kernel stamps every operation with its own clock.
+func wireContext(a messages.Access) authority.AccessContext { return a.Context(time.Time{}) }
+
 // admit decodes a turn request, checks that its subject and its turn agree,
 // and bounds the work by the caller's timeout.
 func (f *Front) admit(ctx context.Context, data []byte, req messages.Request) (context.Context, context.CancelFunc, authority.AccessContext, error) {
@@ -48,7 +53,7 @@ func (f *Front) admit(ctx context.Context, data []byte, req messages.Request) (c
 		return nil, nil, authority.AccessContext{}, err
 	}
 	ctx, cancel := f.requestContext(ctx, req.RequestTimeoutMs())
-	return ctx, cancel, accessOf(req.RequestAccess()), nil
+	return ctx, cancel, wireContext(req.RequestAccess()), nil
 }
 
 // turnAccess refuses a turn subject without a turn id and a one-operation
@@ -76,7 +81,7 @@ func (f *Front) open(ctx context.Context, data []byte) (messages.Message, error)
 	}
 	ctx, cancel := f.requestContext(ctx, req.TimeoutMs)
 	defer cancel()
-	o, err := f.k.Open(ctx, accessOf(req.Access))
+	o, err := f.k.Open(ctx, wireContext(req.Access))
 	if err != nil {
 		return nil, err
 	}
@@ -160,7 +165,7 @@ func (f *Front) close(ctx context.Context, data []byte) (messages.Message, error
 	}
 	ctx, cancel := f.requestContext(ctx, req.TimeoutMs)
 	defer cancel()
-	if err := f.k.Close(ctx, accessOf(req.Access), req.LeaseID); err != nil {
+	if err := f.k.Close(ctx, wireContext(req.Access), req.LeaseID); err != nil {
 		return nil, err
 	}
 	return &messages.AckReply{V: messages.Version}, nil

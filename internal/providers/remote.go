@@ -39,11 +39,6 @@ func NewRemote(nc *nats.Conn, id, prefix string) *Remote {
 // ID returns the provider id.
 func (r *Remote) ID() string { return r.id }
 
-func wireAccess(a authority.AccessContext) messages.Access {
-	return messages.Access{Tenant: a.Tenant, Principal: a.Principal, Credential: a.CredentialProfile,
-		TurnID: a.TurnID, Namespaces: a.EnabledNamespaces, Attributes: a.Attributes}
-}
-
 func timeoutMs(ctx context.Context) uint32 {
 	if dl, ok := ctx.Deadline(); ok {
 		return uint32(max(time.Until(dl).Milliseconds(), 1))
@@ -55,7 +50,7 @@ func timeoutMs(ctx context.Context) uint32 {
 func (r *Remote) Catalog(ctx context.Context, access authority.AccessContext) (Catalog, error) {
 	var rep messages.ProviderCatalogReply
 	if err := r.request(ctx, messages.ProviderCatalogSubject(r.prefix, r.id),
-		&messages.ProviderCatalogRequest{V: messages.Version, Access: wireAccess(access), TimeoutMs: timeoutMs(ctx)}, &rep); err != nil {
+		&messages.ProviderCatalogRequest{V: messages.Version, Access: messages.AccessOf(access), TimeoutMs: timeoutMs(ctx)}, &rep); err != nil {
 		return Catalog{}, err
 	}
 	if rep.Error != nil {
@@ -80,7 +75,7 @@ func (r *Remote) Invoke(ctx context.Context, call Call) (Result, error) {
 	}
 	var rep messages.ProviderInvokeReply
 	if err := r.request(ctx, messages.ProviderInvokeSubject(r.prefix, r.id), &messages.ProviderInvokeRequest{
-		V: messages.Version, Access: wireAccess(call.Access), CallID: call.CallID, Tool: call.Tool.Name,
+		V: messages.Version, Access: messages.AccessOf(call.Access), CallID: call.CallID, Tool: call.Tool.Name,
 		Revision: rev, Args: call.Arguments, Resource: call.Resource, TimeoutMs: timeoutMs(ctx),
 	}, &rep); err != nil {
 		return Result{}, err
