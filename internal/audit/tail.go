@@ -168,16 +168,9 @@ func tail(ctx context.Context, nc *nats.Conn, opts TailOptions, fn func([]byte, 
 	}
 	defer it.Stop()
 	for {
-		// Next may return a buffered record even when ctx has ended.
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		msg, err := it.Next(jetstream.NextContext(ctx))
+		msg, err := nextRecord(ctx, it, opts.Stream)
 		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			return fmt.Errorf("audit: read stream %s: %w", opts.Stream, err)
+			return err
 		}
 		if data, ev, ok := match(msg, opts.Filter.TurnID); ok {
 			if err := fn(data, ev); err != nil {
@@ -253,16 +246,9 @@ func tailDurable(ctx context.Context, js jetstream.JetStream, opts TailOptions, 
 		}
 	}()
 	for {
-		// Next may return a buffered record even when ctx has ended.
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		msg, err := it.Next(jetstream.NextContext(ctx))
+		msg, err := nextRecord(ctx, it, opts.Stream)
 		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			return fmt.Errorf("audit: read stream %s: %w", opts.Stream, err)
+			return err
 		}
 		if data, ev, ok := match(msg, opts.Filter.TurnID); ok {
 			if err := fn(data, ev); err != nil {
@@ -304,4 +290,20 @@ func match(msg jetstream.Msg, turn string) (data []byte, ev *Event, ok bool) {
 		return data, nil, len(hdrTurn) > 0 // header named the turn
 	}
 	return data, ev, true
+}
+
+// nextRecord is the next record from it, or ctx's error once ctx ends
+// (Next may return a buffered record even when ctx has ended).
+func nextRecord(ctx context.Context, it jetstream.MessagesContext, stream string) (jetstream.Msg, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	msg, err := it.Next(jetstream.NextContext(ctx))
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("audit: read stream %s: %w", stream, err)
+	}
+	return msg, nil
 }
