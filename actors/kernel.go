@@ -235,9 +235,6 @@ func stopOnPanic(log *slog.Logger) actor.SupervisorStrategy {
 // Node is this kernel's node id.
 func (k *Kernel) Node() string { return k.sh.opts.Node }
 
-// Now is the kernel's clock.
-func (k *Kernel) Now() time.Time { return k.sh.opts.Clock() }
-
 func (k *Kernel) begin() error {
 	k.ops.Add(1)
 	if k.draining.Load() {

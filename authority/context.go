@@ -70,8 +70,3 @@ func TurnAuthorityKey(ctx AccessContext) string {
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }
-
-// NamespaceEnabled reports whether ns is among the context's enabled namespaces.
-func (c AccessContext) NamespaceEnabled(ns string) bool {
-	return slices.Contains(c.EnabledNamespaces, ns)
-}

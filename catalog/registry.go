@@ -147,15 +147,6 @@ func (r *Registry) Lookup(alias string) (*Tool, bool) {
 	return r.tools[i], true
 }
 
-// ByIdentity finds a tool by its server-scoped identity and returns its alias.
-func (r *Registry) ByIdentity(id Identity) (*Tool, string, bool) {
-	i, ok := r.byIdentity[id]
-	if !ok {
-		return nil, "", false
-	}
-	return r.tools[i], r.aliases[i], true
-}
-
 // Alias returns the alias of the tool with identity id.
 func (r *Registry) Alias(id Identity) string {
 	if i, ok := r.byIdentity[id]; ok {

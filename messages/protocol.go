@@ -245,14 +245,6 @@ func checkVersion(m Message) error {
 	return nil
 }
 
-// DecodeTrusted decodes a frame this process produced (no guard).
-func DecodeTrusted(b []byte, m Message) error {
-	if f, ok := m.(fastMessage); ok && f.decodeMsgpack(b) {
-		return nil
-	}
-	return msgpack.Unmarshal(b, m)
-}
-
 // Request is a turn-protocol request: it carries the caller's access and
 // how long the caller will wait.
 type Request interface {
