@@ -125,16 +125,11 @@ func TestGoneNodeAnswersPromptly(t *testing.T) {
 		t.Fatal(err)
 	}
 	ghost := c.Resume(client.Handle{Node: "node-that-left", TurnID: turn.Handle.TurnID}, turn.LeaseID, turn.Access())
-	start := time.Now()
-	_, err = ghost.ListTools(context.Background())
-	if !errors.Is(err, reason.ErrTurnNotFound) {
+	// A client that waited for a timeout would get a deadline error, not
+	// turn_not_found: the code alone shows the gone node was answered at
+	// once (NATS "no responders"), without a timing assert.
+	if _, err := ghost.ListTools(context.Background()); !errors.Is(err, reason.ErrTurnNotFound) {
 		t.Fatalf("turn on a gone node: %v, want turn_not_found", err)
-	}
-	// No responders is answered by the server at once; the 30s client
-	// default is the bound this must stay far below (not a timing assert
-	// on speed: it shows we did not wait for a timeout).
-	if time.Since(start) > 15*time.Second {
-		t.Fatalf("waited %s for a gone node", time.Since(start))
 	}
 	missing := c.Resume(client.Handle{Node: turn.Handle.Node, TurnID: "n1.not-a-turn"}, "", turn.Access())
 	if _, err := missing.Invoke(ctx(t), "notion_search", nil); !errors.Is(err, reason.ErrTurnNotFound) {
