@@ -56,6 +56,15 @@ const (
 	// AuditUnavailable: the audit stream did not store the call's
 	// tool.invoked, so the call was refused (fail closed) before it ran.
 	AuditUnavailable Code = "audit_unavailable"
+	// DeadlineExceeded: the caller's deadline passed before the operation
+	// was answered. For a call, the reply says whether the tool had been
+	// dispatched (it may have run); the execution's own deadline was never
+	// later than the caller's.
+	DeadlineExceeded Code = "deadline_exceeded"
+	// ResultTooLarge: the tool ran, but its result is larger than the node
+	// may return (bounded by the transport's maximum message); the result
+	// was dropped and recorded as such.
+	ResultTooLarge Code = "result_too_large"
 	// Internal: a SharedOS fault, not the caller's: a bug or an
 	// infrastructure failure.
 	Internal Code = "internal"
@@ -67,7 +76,8 @@ func Codes() []Code {
 		UnknownTool, NamespaceDisabled, NotDiscoverable, InvalidArguments,
 		NoMatchingGrant, StepCeilingExceeded, TurnClosed, TurnNotFound,
 		ProviderUnavailable, ProviderTimeout, ProviderError, CapabilityChanged,
-		Overloaded, InvalidRequest, NodeUnavailable, AuditUnavailable, Internal,
+		Overloaded, InvalidRequest, NodeUnavailable, AuditUnavailable,
+		DeadlineExceeded, ResultTooLarge, Internal,
 	}
 }
 
@@ -137,5 +147,7 @@ var (
 	ErrInvalidRequest      = &Error{Code: InvalidRequest}
 	ErrNodeUnavailable     = &Error{Code: NodeUnavailable}
 	ErrAuditUnavailable    = &Error{Code: AuditUnavailable}
+	ErrDeadlineExceeded    = &Error{Code: DeadlineExceeded}
+	ErrResultTooLarge      = &Error{Code: ResultTooLarge}
 	ErrInternal            = &Error{Code: Internal}
 )

@@ -18,6 +18,7 @@ func TestErrorsIsMatchesByCode(t *testing.T) {
 		reason.ProviderError: reason.ErrProviderError, reason.CapabilityChanged: reason.ErrCapabilityChanged,
 		reason.Overloaded: reason.ErrOverloaded, reason.InvalidRequest: reason.ErrInvalidRequest,
 		reason.NodeUnavailable: reason.ErrNodeUnavailable, reason.AuditUnavailable: reason.ErrAuditUnavailable,
+		reason.DeadlineExceeded: reason.ErrDeadlineExceeded, reason.ResultTooLarge: reason.ErrResultTooLarge,
 		reason.Internal: reason.ErrInternal,
 	}
 	if len(sentinels) != len(reason.Codes()) {
