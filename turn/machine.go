@@ -50,6 +50,11 @@ type Switches struct {
 	// NoOneOperationTurns refuses operations that name no turn instead of
 	// running each as a turn of one operation (read by the kernel).
 	NoOneOperationTurns bool
+	// StampAtAdmission judges each operation at the instant the node
+	// admitted it instead of the instant the turn decides it (read by the
+	// turn actor): an operation waiting behind the first resolution is
+	// then decided with a stale instant.
+	StampAtAdmission bool
 }
 
 type phase int
@@ -71,8 +76,9 @@ type Machine struct {
 	seq      uint64
 	prevHash string
 
-	auth     authority.Authority
-	registry *catalog.Registry
+	auth      authority.Authority
+	registry  *catalog.Registry
+	providers []audit.ProviderStatus // as the resolution found them
 
 	inFlight map[string]*inFlight
 	callSeq  int
@@ -167,7 +173,7 @@ func (m *Machine) Resolve(now time.Time, r Resolution) *audit.Record {
 	if r.Err != nil {
 		return m.record(now, ev)
 	}
-	m.auth, m.registry = r.Authority, r.Registry
+	m.auth, m.registry, m.providers = r.Authority, r.Registry, r.Providers
 	for i := range r.Registry.Len() {
 		t, alias := r.Registry.At(i)
 		ev.Catalog.Tools = append(ev.Catalog.Tools, audit.Tool{
@@ -196,6 +202,19 @@ func (m *Machine) nsEnabled(ns string) bool {
 	return m.cfg.Switches.IgnoreNamespaces || slices.Contains(m.ns, ns)
 }
 
+// Degraded returns the providers whose catalogue the held resolution did
+// not get whole (failed, or some tools refused), with their failure class:
+// a runtime can tell an empty listing from a failed discovery.
+func (m *Machine) Degraded() []audit.ProviderStatus {
+	var out []audit.ProviderStatus
+	for _, p := range m.providers {
+		if p.Status != "ok" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 // Listed is one tool as a listing shows it.
 type Listed struct {
 	Alias string
@@ -205,23 +224,70 @@ type Listed struct {
 // List answers a listing at now: the held tools whose namespace is enabled
 // and whose capability a grant valid now covers.
 func (m *Machine) List(now time.Time) ([]Listed, string, *audit.Record, error) {
+	listed, _, hash, rec, err := m.ListPage(now, Page{})
+	return listed, hash, rec, err
+}
+
+// Page bounds one listing. After is the alias the previous page ended
+// with ("" for the first page); MaxBytes bounds the sum of ListedSize over
+// the page's tools (0: no bound). A page holds at least one tool, so a
+// listing always progresses.
+type Page struct {
+	After    string
+	MaxBytes int
+}
+
+// ListedSize estimates the bytes one listed tool takes in a reply: its
+// fields plus a fixed allowance for keys and framing. Catalogue limits
+// keep every tool far below any reply bound.
+func ListedSize(alias string, t *catalog.Tool) int {
+	return 160 + len(alias) + len(t.Identity.Provider) + len(t.Identity.Name) + len(t.Namespace) + len(t.Revision) +
+		len(t.Description) + len(t.InputSchema) + len(t.OutputSchema) + len(t.Annotations)
+}
+
+// ListPage answers one page of a listing at now, in the registry's
+// (identity) order, and the cursor of the next page ("" after the last).
+// Each page is judged at its own instant and recorded as its own
+// tool.catalog.listed with the aliases it showed: the trail says exactly
+// what the model was shown, and when.
+func (m *Machine) ListPage(now time.Time, p Page) (listed []Listed, next, hash string, rec *audit.Record, err error) {
 	if err := m.ready(); err != nil {
-		return nil, "", nil, err
+		return nil, "", "", nil, err
 	}
 	defer m.done()
-	at := m.authInstant(now)
-	var out []Listed
-	aliases := []string{}
-	for i := range m.registry.Len() {
-		t, alias := m.registry.At(i)
-		if m.nsEnabled(t.Namespace) && m.auth.CanDiscover(t.Capability, at) {
-			out = append(out, Listed{Alias: alias, Tool: t})
-			aliases = append(aliases, alias)
+	start := 0
+	if p.After != "" {
+		start = -1
+		for i := range m.registry.Len() {
+			if _, alias := m.registry.At(i); alias == p.After {
+				start = i + 1
+				break
+			}
+		}
+		if start < 0 {
+			return nil, "", "", nil, reason.New(reason.InvalidRequest, "cursor %q names no tool of turn %s", p.After, m.access.TurnID)
 		}
 	}
-	hash := m.registry.Hash()
-	rec := m.record(now, &audit.Event{Type: audit.CatalogListed, CatalogHash: hash, Namespaces: m.ns, Listed: aliases})
-	return out, hash, rec, nil
+	at := m.authInstant(now)
+	aliases := []string{}
+	size := 0
+	for i := start; i < m.registry.Len(); i++ {
+		t, alias := m.registry.At(i)
+		if !m.nsEnabled(t.Namespace) || !m.auth.CanDiscover(t.Capability, at) {
+			continue
+		}
+		n := ListedSize(alias, t)
+		if p.MaxBytes > 0 && len(listed) > 0 && size+n > p.MaxBytes {
+			next = aliases[len(aliases)-1]
+			break
+		}
+		size += n
+		listed = append(listed, Listed{Alias: alias, Tool: t})
+		aliases = append(aliases, alias)
+	}
+	hash = m.registry.Hash()
+	rec = m.record(now, &audit.Event{Type: audit.CatalogListed, CatalogHash: hash, Namespaces: m.ns, Listed: aliases})
+	return listed, next, hash, rec, nil
 }
 
 // NamespaceInfo describes one namespace of the held registry.
@@ -294,6 +360,10 @@ func (m *Machine) ready() error {
 type Invocation struct {
 	Alias     string
 	Arguments json.RawMessage
+	// Late is set by the shell when the caller's deadline passed before
+	// the call could be decided: it is refused deadline_exceeded, not
+	// decided, and never runs.
+	Late bool
 }
 
 // Decision is what Decide concluded. When Err is nil the call is allowed
@@ -339,6 +409,9 @@ func (m *Machine) Decide(now time.Time, inv Invocation) (Decision, *audit.Record
 }
 
 func (m *Machine) decide(now time.Time, inv Invocation, d *Decision) *reason.Error {
+	if inv.Late {
+		return reason.New(reason.DeadlineExceeded, "the caller's deadline passed before the call was decided; it did not run")
+	}
 	tool, ok := m.registry.Lookup(inv.Alias)
 	if !ok {
 		return reason.New(reason.UnknownTool, "no tool %q in this turn's catalogue", inv.Alias)
