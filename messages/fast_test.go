@@ -213,6 +213,9 @@ func slowDecode(b []byte, m Message) (err error) {
 	if err := Guard(b, DefaultLimits()); err != nil {
 		return err
 	}
+	if err := checkShape(b, m); err != nil {
+		return err
+	}
 	defer func() {
 		if r := recover(); r != nil {
 			err = ErrMalformed

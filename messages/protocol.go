@@ -222,6 +222,9 @@ func Decode(b []byte, m Message, lim Limits) (err error) {
 	if err := Guard(b, lim); err != nil {
 		return err
 	}
+	if err := checkShape(b, m); err != nil { // maps with string keys only (shape.go)
+		return err
+	}
 	if f, ok := m.(fastMessage); ok && f.decodeMsgpack(b) {
 		return checkVersion(m)
 	}
