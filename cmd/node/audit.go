@@ -6,7 +6,6 @@ import (
 	"crypto/ed25519"
 	"encoding/hex"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"io/fs"
@@ -18,42 +17,80 @@ import (
 	"time"
 
 	"github.com/sharedos/sharedos/internal/audit"
-	"github.com/sharedos/sharedos/internal/config"
 )
 
+const auditUsage = `usage: node audit SUBCOMMAND [flags]
+
+  tail      follow the audit stream, one JSON event per line (Ctrl-C stops)
+  export    every stored event as JSON lines, to stdout or --out FILE
+  verify    check every chain link, catalogHash join, call completion and
+            signed checkpoint; prints a JSON report, exits 4 on a violation
+  keys      the checkpoint public keys: the local node's and the stream's
+
+Run "node audit SUBCOMMAND -h" for its flags.`
+
 func auditCmd(args []string) error {
-	if len(args) == 0 {
-		return errors.New("audit needs a subcommand: tail, export, verify, keys")
-	}
-	sub, args := args[0], args[1:]
-	fs := flag.NewFlagSet("audit "+sub, flag.ContinueOnError)
-	var c conn
-	c.flags(fs)
-	var filter audit.TailFilter
-	var types string
-	fs.StringVar(&filter.Tenant, "tenant", "", "only this tenant")
-	fs.StringVar(&filter.TurnID, "turn", "", "only this turn id")
-	fs.StringVar(&types, "type", "", "tail, export: only these event types, comma separated (e.g. tool.invoked,tool.completed)")
-	fromStart := fs.Bool("from-start", false, "tail: start from the first stored event instead of new ones")
-	durable := fs.String("durable", "", "tail: consume through this durable consumer (resumes where it stopped)")
-	out := fs.String("out", "", "export: write to this file instead of stdout")
-	file := fs.String("file", "", "verify: read this JSON-lines export instead of the stream")
-	live := fs.Bool("open-ok", true, "verify: accept turns that are still open (no turn.closed yet)")
-	trust := fs.String("trust", "", "verify: file of trusted checkpoint public keys (hex lines, PEM, or `node audit keys` JSON)")
-	anchor := fs.String("anchor", "", "verify: checkpoint records known to be genuine, e.g. <data_dir>/audit/checkpoint.json (comma separated files)")
-	keyFile := fs.String("key", "", "keys: the node's key file (default: <data_dir>/keys/audit-ed25519.key from --config)")
-	localOnly := fs.Bool("local", false, "keys: only the local key file, without reading the stream")
-	if err := fs.Parse(args); err != nil {
+	sub, args, err := group("audit", auditUsage, args, "tail", "export", "verify", "keys")
+	if err != nil {
 		return err
 	}
+	synopsis := map[string]string{
+		"tail":   "[--tenant T] [--turn ID] [--type TYPE,...] [--from-start] [--durable NAME] [flags]",
+		"export": "[--out FILE] [--tenant T] [--turn ID] [--type TYPE,...] [flags]",
+		"verify": "[--file FILE] [--trust KEYS] [--anchor CHECKPOINT,...] [--open-ok=false] [--tenant T] [--turn ID] [flags]",
+		"keys":   "[--local] [--key FILE] [flags]",
+	}[sub]
+	fs := newFlags("audit "+sub, synopsis, map[string]string{
+		"tail":   "Prints each audit event as one JSON line on stdout as it is stored, until interrupted.",
+		"export": "Prints every stored event as JSON lines (to stdout, with the count on stderr; or to\n--out FILE, with a JSON summary on stdout).",
+		"verify": "Verifies the trail (the stream, or an export with --file) and prints a JSON report.\nExit 4 when it finds a violation.",
+		"keys":   "Prints the checkpoint public keys as JSON: the local node's (what to trust) and,\nunless --local, those the stream's checkpoints carry.",
+	}[sub])
+	var c conn
+	c.flags(fs, true)
+	var filter audit.TailFilter
+	var types, turnSel string
+	if sub != "keys" {
+		fs.StringVar(&filter.Tenant, "tenant", "", "only this tenant")
+		fs.StringVar(&turnSel, "turn", "", "only this turn: its id, or NODE/TURN")
+	}
+	if sub == "tail" || sub == "export" {
+		fs.StringVar(&types, "type", "", "only these event types, comma separated (e.g. tool.invoked,tool.completed)")
+	}
+	var fromStart, live, localOnly *bool
+	var durable, out, file, trust, anchor, keyFile *string
+	switch sub {
+	case "tail":
+		fromStart = fs.Bool("from-start", false, "start from the first stored event instead of new ones")
+		durable = fs.String("durable", "", "consume through this durable consumer (resumes where it stopped)")
+	case "export":
+		out = fs.String("out", "", "write to this file instead of stdout")
+	case "verify":
+		file = fs.String("file", "", "read this JSON-lines export instead of the stream")
+		live = fs.Bool("open-ok", true, "accept turns that are still open (no turn.closed yet)")
+		trust = fs.String("trust", "", "file of trusted checkpoint public keys (hex lines, PEM, or the JSON of node audit keys)")
+		anchor = fs.String("anchor", "", "checkpoint records known to be genuine, e.g. <data_dir>/audit/checkpoint.json (comma separated files)")
+	case "keys":
+		keyFile = fs.String("key", "", "the node's key file (default: <data_dir>/keys/audit-ed25519.key from --config)")
+		localOnly = fs.Bool("local", false, "only the local key file, without reading the stream")
+	}
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Errorf("audit %s takes no arguments, got %q (node audit %s -h for usage)", sub, fs.Args(), sub)}
+	}
+	// --turn takes the turn id; a NODE/TURN handle (what turn commands
+	// print) names the same turn.
+	if _, id, ok := strings.Cut(turnSel, "/"); ok {
+		turnSel = id
+	}
+	filter.TurnID = turnSel
 	for _, t := range splitList(types) {
 		filter.Types = append(filter.Types, audit.Type(t))
 	}
 	var vopts audit.VerifyOptions
 	if sub == "verify" {
-		if len(filter.Types) > 0 {
-			return errors.New("audit verify checks whole chains: --type does not apply")
-		}
 		var err error
 		if vopts, err = verifyOptions(filter, *trust, *anchor); err != nil {
 			return err
@@ -75,12 +112,12 @@ func auditCmd(args []string) error {
 		return err
 	}
 	defer nc.Close()
-	opts := audit.TailOptions{Prefix: c.prefix, Stream: c.stream, Filter: filter, FromStart: *fromStart}
+	opts := audit.TailOptions{Prefix: c.prefix, Stream: c.stream, Filter: filter}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	switch sub {
 	case "tail":
-		opts.Durable = *durable
+		opts.Durable, opts.FromStart = *durable, *fromStart
 		w := bufio.NewWriter(stdout)
 		err := audit.Tail(ctx, nc, opts, func(data []byte, _ *audit.Event) error {
 			w.Write(data)
@@ -116,7 +153,7 @@ func auditCmd(args []string) error {
 		if *out != "" {
 			return printJSON(map[string]any{"exported": n, "file": *out})
 		}
-		fmt.Fprintf(os.Stderr, "exported %d records\n", n)
+		fmt.Fprintf(stderr, "node: exported %d records\n", n)
 		return nil
 	case "verify":
 		// The whole stream, checkpoints included; the verifier applies
@@ -221,12 +258,12 @@ func printKeys(c *conn, keyFile string, read func(func([]byte) error) error) err
 	var keys []keyInfo
 	node := ""
 	if keyFile == "" {
-		cfg, err := config.Load(c.cfgPath)
-		switch {
-		case err == nil:
-			keyFile, node = audit.DefaultKeyFile(cfg.Node.DataDir), cfg.Node.ID
-		case !errors.Is(err, fs.ErrNotExist):
+		cfg, err := c.cfg.load()
+		if err != nil {
 			return err
+		}
+		if cfg != nil {
+			keyFile, node = audit.DefaultKeyFile(cfg.Node.DataDir), cfg.Node.ID
 		}
 	}
 	if keyFile != "" {

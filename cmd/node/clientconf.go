@@ -4,34 +4,84 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"os"
+	"strings"
 
 	"github.com/nats-io/nats.go"
 
 	"github.com/sharedos/sharedos/internal/config"
 )
 
+// configFlag is --config: a path, and whether it was given. The default
+// cluster.yaml may be missing (a client run from elsewhere uses the
+// defaults); a path given explicitly must exist.
+type configFlag struct {
+	path string
+	set  bool
+}
+
+func (c *configFlag) String() string { return c.path }
+func (c *configFlag) Set(s string) error {
+	c.path, c.set = s, true
+	return nil
+}
+
+// load reads the config; (nil, nil) when the default file is absent.
+func (c *configFlag) load() (*config.Config, error) {
+	path := c.path
+	if path == "" {
+		path = "cluster.yaml"
+	}
+	cfg, err := config.Load(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		if c.set {
+			return nil, fmt.Errorf("--config %s: no such file", path)
+		}
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("--config %s: %w", path, err)
+	}
+	return cfg, nil
+}
+
 // conn holds the flags every client command shares.
 type conn struct {
-	cfgPath, url, prefix, stream string
+	cfg                 configFlag
+	url, prefix, stream string
+	urlFrom             string // where url came from, for error messages
+	resolved            bool
 }
 
-func (c *conn) flags(fs *flag.FlagSet) {
-	fs.StringVar(&c.cfgPath, "config", "cluster.yaml", "configuration file to find NATS and the prefix in")
-	fs.StringVar(&c.url, "nats", "", "NATS URL (default: from the config)")
-	fs.StringVar(&c.prefix, "prefix", "", "subject prefix (default: from the config)")
-	fs.StringVar(&c.stream, "stream", "", "audit stream (default: from the config)")
+func (c *conn) flags(f *flag.FlagSet, withStream bool) {
+	c.cfg.path = "cluster.yaml"
+	f.Var(&c.cfg, "config", "configuration file to find NATS, the prefix and the audit stream in (a missing default is fine; a named file must exist)")
+	f.StringVar(&c.url, "nats", "", "NATS URL (default: $NATS_URL, else from the config, else "+nats.DefaultURL+")")
+	f.StringVar(&c.prefix, "prefix", "", "subject prefix (default: from the config, else sharedos)")
+	if withStream {
+		f.StringVar(&c.stream, "stream", "", "audit stream (default: from the config, else SHAREDOS_AUDIT)")
+	}
 }
 
-// dial connects to the node's NATS.
-func (c *conn) dial() (*nats.Conn, error) {
-	if c.url == "" || c.prefix == "" || c.stream == "" {
-		cfg, err := config.Load(c.cfgPath)
-		switch {
-		case err == nil:
+// resolve fills url, prefix and stream: flag, then NATS_URL (the URL
+// only), then the config, then the defaults.
+func (c *conn) resolve() error {
+	c.resolved = true
+	c.urlFrom = "--nats"
+	if c.url == "" {
+		c.url, c.urlFrom = os.Getenv("NATS_URL"), "$NATS_URL"
+	}
+	if c.url == "" || c.prefix == "" || c.stream == "" || c.cfg.set {
+		cfg, err := c.cfg.load()
+		if err != nil {
+			return err
+		}
+		if cfg != nil {
 			if c.url == "" {
+				c.urlFrom = c.cfg.path
 				if len(cfg.NATS.URLs) > 0 {
-					c.url = cfg.NATS.URLs[0]
+					c.url = strings.Join(cfg.NATS.URLs, ",")
 				} else {
 					c.url = fmt.Sprintf("nats://%s:%d", cfg.NATS.Embedded.Host, cfg.NATS.Embedded.Port)
 				}
@@ -42,13 +92,10 @@ func (c *conn) dial() (*nats.Conn, error) {
 			if c.stream == "" {
 				c.stream = cfg.Audit.Stream
 			}
-		case errors.Is(err, os.ErrNotExist):
-		default:
-			return nil, err
 		}
 	}
 	if c.url == "" {
-		c.url = nats.DefaultURL
+		c.url, c.urlFrom = nats.DefaultURL, "the default"
 	}
 	if c.prefix == "" {
 		c.prefix = "sharedos"
@@ -56,9 +103,19 @@ func (c *conn) dial() (*nats.Conn, error) {
 	if c.stream == "" {
 		c.stream = "SHAREDOS_AUDIT"
 	}
+	return nil
+}
+
+// dial connects to the node's NATS.
+func (c *conn) dial() (*nats.Conn, error) {
+	if !c.resolved {
+		if err := c.resolve(); err != nil {
+			return nil, err
+		}
+	}
 	nc, err := nats.Connect(c.url, nats.Name("sharedos-cli"))
 	if err != nil {
-		return nil, fmt.Errorf("connecting to %s (is `node serve` running?): %w", c.url, err)
+		return nil, fmt.Errorf("connecting to %s (from %s; is `node serve` running?): %w", c.url, c.urlFrom, err)
 	}
 	return nc, nil
 }

@@ -2,41 +2,65 @@
 //
 //	node serve --config cluster.yaml           run a node (embedded NATS by default)
 //	node turn open --tenant acme --principal ada --ns notes,text
-//	node turn list | namespaces | call ALIAS 'JSON' | ns-set notes,text | close
+//	node turn list | namespaces | call ALIAS 'JSON' | ns-set notes,text | close | saved
 //	node audit tail [--tenant T] [--turn ID] [--type tool.invoked] [--from-start] [--durable NAME]
 //	node audit export [--out FILE]
 //	node audit verify [--file FILE] [--trust KEYS] [--anchor CHECKPOINT] [--open-ok=false]
 //	node audit keys [--local] [--key FILE]
 //
-// Client commands find NATS and the subject prefix from --config (default
-// cluster.yaml) unless --nats/--prefix are given. `turn open` saves the
-// turn's handle and lease in .sharedos/turn.json so the next commands act
-// on it; --turn node/turn selects another.
+// Output: data goes to stdout as JSON — one JSON object per command, or
+// JSON lines for the streams (audit tail, audit export without --out);
+// errors, warnings and notes go to stderr. Exit codes: 0 done, 1 failed,
+// 2 usage error, 3 refused by the kernel (the refusal is on stdout), 4 the
+// audit trail failed verification. -h or --help on any command prints its
+// usage to stdout and exits 0 without contacting anything.
+//
+// Flags may come before or after the positional arguments (`--` ends the
+// flags). Client commands find NATS from --nats, else the NATS_URL
+// environment variable, else --config (default cluster.yaml; a --config
+// that names a missing file is an error); the subject prefix and audit
+// stream from --prefix/--stream, else the config, else the defaults.
+// `turn open` saves the turn's handle and lease in .sharedos/turns.json;
+// the next commands act on the most recently opened saved turn unless
+// --turn names another.
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
 )
 
-const usage = `usage:
+const usage = `usage: node COMMAND [SUBCOMMAND] [flags] [arguments]
+
   node serve [--config cluster.yaml] [--log-level info]
-  node turn open --tenant T --principal P [--credential C] [--ns a,b] [--attr k=v]
-  node turn list | namespaces | call ALIAS [JSON] | ns-set a,b | close
+  node turn open --tenant T --principal P [--credential C] [--ns a,b] [--attr k=v,k=v]
+  node turn list | namespaces | call ALIAS [JSON] | ns-set a,b | close | saved   [--turn NODE/TURN]
   node audit tail [--tenant T] [--turn ID] [--type TYPE] [--from-start] [--durable NAME]
   node audit export [--out FILE]
   node audit verify [--file FILE] [--trust KEYS] [--anchor CHECKPOINT] [--open-ok=false]
   node audit keys [--local] [--key FILE]
-Run "node COMMAND -h" for a command's flags.`
+
+Data is printed to stdout as JSON (JSON lines for audit tail and export);
+errors and notes go to stderr. Exit codes: 0 done, 1 failed, 2 usage error,
+3 refused by the kernel, 4 audit verification failed.
+NATS is found from --nats, else $NATS_URL, else --config (default cluster.yaml).
+Run "node COMMAND -h" (e.g. "node turn call -h") for a command's flags.`
 
 func main() {
 	os.Exit(run(os.Args[1:]))
 }
 
+// stdout and stderr are where commands print; tests capture them.
+var (
+	stdout io.Writer = os.Stdout
+	stderr io.Writer = os.Stderr
+)
+
 func run(args []string) int {
 	if len(args) == 0 {
-		fmt.Fprintln(os.Stderr, usage)
+		fmt.Fprintln(stderr, usage)
 		return 2
 	}
 	var err error
@@ -47,24 +71,34 @@ func run(args []string) int {
 		err = turnCmd(args[1:])
 	case "audit":
 		err = auditCmd(args[1:])
-	case "-h", "--help", "help":
-		fmt.Println(usage)
+	case "-h", "-help", "--help", "help":
+		if len(args) > 1 && args[0] == "help" { // node help turn == node turn -h
+			return run([]string{args[1], "-h"})
+		}
+		fmt.Fprintln(stdout, usage)
 		return 0
 	default:
-		fmt.Fprintf(os.Stderr, "node: unknown command %q\n%s\n", args[0], usage)
-		return 2
+		err = usageError{fmt.Errorf("unknown command %q (serve, turn, audit; node -h for usage)", args[0])}
 	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "node:", err)
-		if ec, ok := err.(exitCoder); ok {
-			return ec.ExitCode()
-		}
-		return 1
+	switch {
+	case err == nil, errors.Is(err, errHelp):
+		return 0
 	}
-	return 0
+	fmt.Fprintln(stderr, "node:", err)
+	var ec exitCoder
+	if errors.As(err, &ec) {
+		return ec.ExitCode()
+	}
+	return 1
 }
 
 type exitCoder interface{ ExitCode() int }
 
-// stdout is where commands print; tests capture it.
-var stdout io.Writer = os.Stdout
+// errHelp: usage was printed on request; exit 0.
+var errHelp = errors.New("help shown")
+
+// usageError is a command line that does not parse; exit 2.
+type usageError struct{ error }
+
+func (usageError) ExitCode() int   { return 2 }
+func (u usageError) Unwrap() error { return u.error }

@@ -2,9 +2,8 @@ package main
 
 import (
 	"context"
-	"flag"
+	"fmt"
 	"log/slog"
-	"os"
 	"os/signal"
 	"syscall"
 	"time"
@@ -14,20 +13,24 @@ import (
 )
 
 func serve(args []string) error {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	cfgPath := fs.String("config", "cluster.yaml", "configuration file")
+	fs := newFlags("serve", "[--config cluster.yaml] [--log-level info]",
+		"Runs a node: NATS (embedded unless nats.urls is set), the audit stream, the kernel,\nmetrics and health. Logs are JSON on stderr; SIGINT/SIGTERM drain and stop it.")
+	cfgPath := fs.String("config", "cluster.yaml", "configuration file (must exist)")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
-	if err := fs.Parse(args); err != nil {
+	if err := parse(fs, args); err != nil {
 		return err
+	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Errorf("serve takes no arguments, got %q (node serve -h for usage)", fs.Args())}
 	}
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(*level)); err != nil {
-		return err
+		return usageError{fmt.Errorf("--log-level: %w", err)}
 	}
-	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: lv}))
+	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: lv}))
 	cfg, err := config.Load(*cfgPath)
 	if err != nil {
-		return err
+		return fmt.Errorf("--config %s: %w", *cfgPath, err)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()

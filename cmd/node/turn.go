@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -15,25 +14,80 @@ import (
 	"github.com/sharedos/sharedos/reason"
 )
 
-// savedTurn is .sharedos/turn.json: the turn the next commands act on.
+const turnUsage = `usage: node turn SUBCOMMAND [flags] [arguments]
+
+  open --tenant T --principal P [--credential C] [--ns a,b] [--attr k=v,k=v]
+                      open a turn and save it (.sharedos/turns.json) as the default
+  list                the tools the turn lists now, with its catalog_hash
+  namespaces          the turn's namespaces: enabled or not, and how many tools each holds
+  call ALIAS [JSON]   call a tool (alias: invoke); JSON arguments default to {}
+  ns-set a,b          replace the enabled namespaces
+  close               release the turn's lease and forget it
+  saved               the turns saved here; the last one is the default
+
+Every command but open and saved acts on the most recently opened saved turn,
+or on --turn NODE/TURN (or just the turn id) naming another saved one.
+Several turns can be open at once: each open adds one; close removes it.
+Data is printed to stdout as one JSON object; errors and notes go to stderr.
+A refusal prints {"refused": CODE, "message": ...} and exits 3.
+Run "node turn SUBCOMMAND -h" for its flags.`
+
+// savedTurn is a turn opened from this directory: what its next commands need.
 type savedTurn struct {
 	Handle  client.Handle `json:"handle"`
 	LeaseID string        `json:"lease_id"`
 	Access  client.Access `json:"access"`
+	Opened  time.Time     `json:"opened,omitzero"`
 }
 
-const statePath = ".sharedos/turn.json"
+// turnStore is .sharedos/turns.json: the saved turns, oldest first; the
+// last one is the default.
+type turnStore struct {
+	Turns []savedTurn `json:"turns"`
+}
+
+var (
+	statePath       = filepath.Join(".sharedos", "turns.json")
+	legacyStatePath = filepath.Join(".sharedos", "turn.json") // one saved turn, before turns.json
+)
 
 func turnCmd(args []string) error {
-	if len(args) == 0 {
-		return errors.New("turn needs a subcommand: open, list, namespaces, call, ns-set, close")
+	sub, args, err := group("turn", turnUsage, args, "open", "list", "namespaces", "call", "invoke", "ns-set", "close", "saved")
+	if err != nil {
+		return err
 	}
-	sub, args := args[0], args[1:]
-	fs := flag.NewFlagSet("turn "+sub, flag.ContinueOnError)
+	if sub == "invoke" {
+		sub = "call"
+	}
+	synopsis := map[string]string{
+		"open":       "--tenant T --principal P [--credential C] [--ns a,b] [--attr k=v,k=v] [flags]",
+		"list":       "[--turn NODE/TURN] [flags]",
+		"namespaces": "[--turn NODE/TURN] [flags]",
+		"call":       "ALIAS [JSON] [--turn NODE/TURN] [flags]",
+		"ns-set":     "a,b,... [--turn NODE/TURN] [flags]",
+		"close":      "[--turn NODE/TURN] [flags]",
+		"saved":      "",
+	}[sub]
+	about := map[string]string{
+		"open":       "Opens a turn and saves its handle and lease in " + statePath + "; it becomes the\nturn the other commands act on. Turns opened before stay saved (node turn saved).",
+		"list":       "Prints the tools the turn lists now and its catalog_hash.",
+		"namespaces": "Prints the turn's namespaces: enabled or not, and how many held tools each has.",
+		"call":       "Calls the tool the turn lists as ALIAS with JSON arguments (default {}).\nExit 3 when the kernel refuses the call.",
+		"ns-set":     "Replaces the turn's enabled namespaces.",
+		"close":      "Releases the turn's lease (the turn closes when its last lease goes) and forgets it.",
+		"saved":      "Prints the turns saved in " + statePath + "; the last one is the default.",
+	}[sub]
+	fs := newFlags("turn "+sub, synopsis, about)
 	var c conn
-	c.flags(fs)
-	turnFlag := fs.String("turn", "", "turn handle node/turn (default: the saved turn)")
-	timeout := fs.Duration("timeout", 30*time.Second, "request timeout")
+	var timeout *time.Duration
+	var turnSel string
+	if sub != "saved" {
+		c.flags(fs, false)
+		timeout = fs.Duration("timeout", 30*time.Second, "request timeout")
+		if sub != "open" {
+			fs.StringVar(&turnSel, "turn", "", "the saved turn to act on: NODE/TURN or the turn id (default: the last opened)")
+		}
+	}
 	var tenant, principal, credential, ns, attrs string
 	if sub == "open" {
 		fs.StringVar(&tenant, "tenant", "", "tenant (required)")
@@ -42,9 +96,78 @@ func turnCmd(args []string) error {
 		fs.StringVar(&ns, "ns", "", "enabled namespaces, comma separated")
 		fs.StringVar(&attrs, "attr", "", "attributes k=v,k=v")
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parse(fs, args); err != nil {
 		return err
 	}
+	want := map[string][2]int{"call": {1, 2}, "ns-set": {1, 1}}[sub]
+	if n := fs.NArg(); n < want[0] || n > want[1] {
+		switch sub {
+		case "call":
+			return usageError{errors.New("turn call needs ALIAS and optional JSON arguments (node turn call -h for usage)")}
+		case "ns-set":
+			return usageError{errors.New("turn ns-set needs one argument: a,b,c (node turn ns-set -h for usage)")}
+		default:
+			return usageError{fmt.Errorf("turn %s takes no arguments, got %q (node turn %s -h for usage)", sub, fs.Args(), sub)}
+		}
+	}
+
+	if sub != "saved" {
+		if err := c.resolve(); err != nil { // a bad --config is reported first
+			return err
+		}
+	}
+	store, err := loadStore()
+	if err != nil {
+		return err
+	}
+	if sub == "saved" {
+		type entry struct {
+			Turn      string    `json:"turn"`
+			Tenant    string    `json:"tenant"`
+			Principal string    `json:"principal"`
+			Opened    time.Time `json:"opened,omitzero"`
+			Default   bool      `json:"default"`
+		}
+		out := []entry{}
+		for i, st := range store.Turns {
+			out = append(out, entry{st.Handle.String(), st.Access.Tenant, st.Access.Principal, st.Opened, i == len(store.Turns)-1})
+		}
+		return printJSON(map[string]any{"turns": out, "file": statePath})
+	}
+	var body []byte
+	if sub == "call" {
+		body = []byte("{}")
+		if fs.NArg() == 2 {
+			body = []byte(fs.Arg(1))
+			if !json.Valid(body) {
+				return usageError{errors.New("turn call: the arguments are not valid JSON")}
+			}
+		}
+	}
+	var access client.Access
+	if sub == "open" {
+		if tenant == "" || principal == "" {
+			return usageError{errors.New("turn open needs --tenant and --principal (node turn open -h for usage)")}
+		}
+		access = client.Access{Tenant: tenant, Principal: principal, Credential: credential, Namespaces: splitList(ns)}
+		for _, kv := range splitList(attrs) {
+			k, v, ok := strings.Cut(kv, "=")
+			if !ok || k == "" {
+				return usageError{fmt.Errorf("turn open: --attr %q is not k=v", kv)}
+			}
+			if access.Attributes == nil {
+				access.Attributes = map[string]string{}
+			}
+			access.Attributes[k] = v
+		}
+	}
+	idx := -1
+	if sub != "open" {
+		if idx, err = store.find(turnSel); err != nil {
+			return err
+		}
+	}
+
 	nc, err := c.dial()
 	if err != nil {
 		return err
@@ -55,45 +178,40 @@ func turnCmd(args []string) error {
 	defer cancel()
 
 	if sub == "open" {
-		if tenant == "" || principal == "" {
-			return errors.New("turn open needs --tenant and --principal")
-		}
-		access := client.Access{Tenant: tenant, Principal: principal, Credential: credential, Namespaces: splitList(ns)}
-		if attrs != "" {
-			access.Attributes = map[string]string{}
-			for _, kv := range splitList(attrs) {
-				k, v, _ := strings.Cut(kv, "=")
-				access.Attributes[k] = v
-			}
-		}
 		t, err := cl.Open(ctx, access)
 		if err != nil {
+			return refusal(err, "")
+		}
+		store.Turns = append(store.Turns, savedTurn{Handle: t.Handle, LeaseID: t.LeaseID, Access: t.Access(), Opened: time.Now().UTC()})
+		if err := store.save(); err != nil {
 			return err
 		}
-		st := savedTurn{Handle: t.Handle, LeaseID: t.LeaseID, Access: t.Access()}
-		if err := save(st); err != nil {
-			return err
+		if others := len(store.Turns) - 1; others > 0 {
+			fmt.Fprintf(stderr, "node: %s is now the default turn; %d turn(s) opened before stay open and saved (node turn saved; close one with node turn close --turn NODE/TURN)\n",
+				t.Handle, others)
 		}
-		return printJSON(map[string]any{"turn": t.Handle.String(), "node": t.Handle.Node, "turn_id": t.Handle.TurnID, "lease_id": t.LeaseID, "saved_to": statePath})
+		return printJSON(map[string]any{"turn": t.Handle.String(), "node": t.Handle.Node, "turn_id": t.Handle.TurnID,
+			"lease_id": t.LeaseID, "attached": t.Attached, "saved_to": statePath, "saved_turns": len(store.Turns)})
 	}
 
-	st, err := load()
-	if err != nil {
-		return err
-	}
-	if *turnFlag != "" {
-		h, err := client.ParseHandle(*turnFlag)
-		if err != nil {
-			return err
-		}
-		st.Handle = h
-	}
+	st := store.Turns[idx]
+	h := st.Handle.String()
 	t := cl.Resume(st.Handle, st.LeaseID, st.Access)
+	// gone forgets a saved turn the node no longer has.
+	gone := func(err error) error {
+		if errors.Is(err, reason.ErrTurnClosed) || errors.Is(err, reason.ErrTurnNotFound) {
+			store.Turns = append(store.Turns[:idx], store.Turns[idx+1:]...)
+			if serr := store.save(); serr == nil {
+				fmt.Fprintf(stderr, "node: %s is no longer open on its node; removed it from %s\n", h, statePath)
+			}
+		}
+		return refusal(err, h)
+	}
 	switch sub {
 	case "list":
 		rep, err := t.ListTools(ctx)
 		if err != nil {
-			return refusal(err)
+			return gone(err)
 		}
 		type tool struct {
 			Alias       string          `json:"alias"`
@@ -103,57 +221,68 @@ func turnCmd(args []string) error {
 			InputSchema json.RawMessage `json:"input_schema"`
 		}
 		out := struct {
+			Turn        string `json:"turn"`
 			CatalogHash string `json:"catalog_hash"`
 			Tools       []tool `json:"tools"`
-		}{CatalogHash: rep.CatalogHash, Tools: []tool{}}
+		}{Turn: h, CatalogHash: rep.CatalogHash, Tools: []tool{}}
 		for _, tl := range rep.Tools {
-			out.Tools = append(out.Tools, tool{tl.Alias, tl.Provider + "/" + tl.Name, tl.Revision[:12], tl.Description, tl.InputSchema})
+			out.Tools = append(out.Tools, tool{tl.Alias, tl.Provider + "/" + tl.Name, tl.Revision[:min(12, len(tl.Revision))], tl.Description, tl.InputSchema})
 		}
 		return printJSON(out)
 	case "namespaces":
-		ns, err := t.ListNamespaces(ctx)
+		nss, err := t.ListNamespaces(ctx)
 		if err != nil {
-			return refusal(err)
+			return gone(err)
 		}
-		return printJSON(ns)
+		type namespace struct {
+			Name    string `json:"name"`
+			Enabled bool   `json:"enabled"`
+			Tools   int    `json:"tools"`
+		}
+		out := []namespace{}
+		for _, n := range nss {
+			out = append(out, namespace{n.Name, n.Enabled, n.Tools})
+		}
+		return printJSON(map[string]any{"turn": h, "namespaces": out})
 	case "ns-set":
-		if fs.NArg() != 1 {
-			return errors.New("turn ns-set needs one argument: a,b,c")
+		enabled := splitList(fs.Arg(0))
+		if err := t.UpdateNamespaces(ctx, enabled); err != nil {
+			return gone(err)
 		}
-		if err := t.UpdateNamespaces(ctx, splitList(fs.Arg(0))); err != nil {
-			return refusal(err)
+		store.Turns[idx].Access.Namespaces = enabled
+		if err := store.save(); err != nil {
+			return err
 		}
-		return printJSON(map[string]any{"namespaces": splitList(fs.Arg(0))})
+		if enabled == nil {
+			enabled = []string{}
+		}
+		return printJSON(map[string]any{"turn": h, "enabled": enabled})
 	case "call":
-		if fs.NArg() < 1 || fs.NArg() > 2 {
-			return errors.New("turn call needs ALIAS and optional JSON arguments")
-		}
-		args := []byte("{}")
-		if fs.NArg() == 2 {
-			args = []byte(fs.Arg(1))
-			if !json.Valid(args) {
-				return errors.New("arguments are not valid JSON")
-			}
-		}
-		rep, err := t.Invoke(ctx, fs.Arg(0), args)
+		rep, err := t.Invoke(ctx, fs.Arg(0), body)
 		if err != nil {
-			return refusal(err)
+			return gone(err)
 		}
-		out := map[string]any{"call_id": rep.CallID, "catalog_hash": rep.CatalogHash, "tool": rep.Provider + "/" + rep.Name,
+		out := map[string]any{"turn": h, "call_id": rep.CallID, "catalog_hash": rep.CatalogHash, "tool": rep.Provider + "/" + rep.Name,
 			"text": rep.Text, "is_error": rep.IsError, "duration_us": rep.DurationUs}
 		if len(rep.Structured) > 0 {
 			out["structured"] = json.RawMessage(rep.Structured)
 		}
 		return printJSON(out)
 	case "close":
-		if err := t.Close(ctx); err != nil {
-			return refusal(err)
+		if err := t.Close(ctx); err != nil && !errors.Is(err, reason.ErrTurnClosed) && !errors.Is(err, reason.ErrTurnNotFound) {
+			return refusal(err, h)
 		}
-		_ = os.Remove(statePath)
-		return printJSON(map[string]any{"closed": st.Handle.String()})
-	default:
-		return fmt.Errorf("unknown turn subcommand %q", sub)
+		store.Turns = append(store.Turns[:idx], store.Turns[idx+1:]...)
+		if err := store.save(); err != nil {
+			return err
+		}
+		out := map[string]any{"turn": h, "closed": h, "saved_turns": len(store.Turns)}
+		if n := len(store.Turns); n > 0 {
+			out["default"] = store.Turns[n-1].Handle.String()
+		}
+		return printJSON(out)
 	}
+	return fmt.Errorf("turn %s: not handled", sub) // unreachable: group checked sub
 }
 
 // refused is a refusal printed as JSON with exit code 3, so scripts can
@@ -161,12 +290,17 @@ func turnCmd(args []string) error {
 type refused struct{ err error }
 
 func (r refused) Error() string { return r.err.Error() }
+func (r refused) Unwrap() error { return r.err }
 func (r refused) ExitCode() int { return 3 }
 
-func refusal(err error) error {
+func refusal(err error, turn string) error {
 	var re *reason.Error
 	if errors.As(err, &re) {
-		_ = printJSON(map[string]any{"refused": re.Code, "message": re.Message})
+		out := map[string]any{"refused": re.Code, "message": re.Message}
+		if turn != "" {
+			out["turn"] = turn
+		}
+		_ = printJSON(out)
 		return refused{err}
 	}
 	return err
@@ -188,25 +322,78 @@ func printJSON(v any) error {
 	return enc.Encode(v)
 }
 
-func save(st savedTurn) error {
+// find returns the index of the saved turn sel names (NODE/TURN or the
+// turn id), or of the default (last) one when sel is empty.
+func (s *turnStore) find(sel string) (int, error) {
+	if sel != "" && strings.Contains(sel, "/") {
+		if _, err := client.ParseHandle(sel); err != nil {
+			return 0, usageError{fmt.Errorf("--turn %q is not NODE/TURN (e.g. node-1/node-1.abc), nor a turn id", sel)}
+		}
+	}
+	if len(s.Turns) == 0 {
+		if sel != "" {
+			return 0, fmt.Errorf("turn %s is not saved in %s (no turn is): a turn's commands need the lease `node turn open` saved", sel, statePath)
+		}
+		return 0, errors.New("no saved turn: run `node turn open` first")
+	}
+	if sel == "" {
+		return len(s.Turns) - 1, nil
+	}
+	var names []string
+	for i := len(s.Turns) - 1; i >= 0; i-- {
+		h := s.Turns[i].Handle
+		if h.String() == sel || h.TurnID == sel {
+			return i, nil
+		}
+		names = append(names, h.String())
+	}
+	return 0, fmt.Errorf("turn %s is not saved in %s (saved: %s): a turn's commands need the lease `node turn open` saved",
+		sel, statePath, strings.Join(names, ", "))
+}
+
+func (s *turnStore) save() error {
+	if len(s.Turns) == 0 {
+		if err := os.Remove(statePath); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		return nil
+	}
 	if err := os.MkdirAll(filepath.Dir(statePath), 0o700); err != nil {
 		return err
 	}
-	b, err := json.MarshalIndent(st, "", "  ")
+	b, err := json.MarshalIndent(s, "", "  ")
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(statePath, b, 0o600)
+	tmp := statePath + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, statePath)
 }
 
-func load() (savedTurn, error) {
-	var st savedTurn
+// loadStore reads the saved turns; a turn saved by an older CLI in
+// .sharedos/turn.json is taken over.
+func loadStore() (*turnStore, error) {
+	s := &turnStore{}
 	b, err := os.ReadFile(statePath)
-	if errors.Is(err, os.ErrNotExist) {
-		return st, errors.New("no saved turn: run `node turn open` first, or pass --turn node/turn")
+	switch {
+	case err == nil:
+		if err := json.Unmarshal(b, s); err != nil {
+			return nil, fmt.Errorf("%s: %w", statePath, err)
+		}
+	case !errors.Is(err, os.ErrNotExist):
+		return nil, err
 	}
-	if err != nil {
-		return st, err
+	if b, err := os.ReadFile(legacyStatePath); err == nil {
+		var st savedTurn
+		if json.Unmarshal(b, &st) == nil && st.Handle.TurnID != "" {
+			s.Turns = append([]savedTurn{st}, s.Turns...)
+			if err := s.save(); err != nil {
+				return nil, err
+			}
+		}
+		_ = os.Remove(legacyStatePath)
 	}
-	return st, json.Unmarshal(b, &st)
+	return s, nil
 }
