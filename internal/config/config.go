@@ -48,9 +48,21 @@ type NATS struct {
 	Prefix string `yaml:"prefix"`
 	// Embedded configures the embedded server (used when URLs is empty).
 	Embedded Embedded `yaml:"embedded"`
-	// MaxMessageBytes bounds a request frame. Default 1 MiB.
+	// MaxMessageBytes is the largest NATS message: the embedded server's
+	// max_payload, the bound on a request frame, and what a reply must fit
+	// in. Default 1 MiB; between MinMessageBytes and MaxMessageBytes. With
+	// an external cluster the node refuses to start when the servers'
+	// max_payload is smaller.
 	MaxMessageBytes int `yaml:"max_message_bytes"`
 }
+
+// Bounds of nats.max_message_bytes. NATS refuses a max_payload above its
+// max_pending (64 MiB); below 64 KiB a reply has too little room beside its
+// envelope.
+const (
+	MinMessageBytes = 64 << 10
+	MaxMessageBytes = 64 << 20
+)
 
 // Embedded is the embedded nats-server.
 type Embedded struct {
@@ -195,6 +207,12 @@ func (c *Config) defaults() {
 	if c.NATS.MaxMessageBytes == 0 {
 		c.NATS.MaxMessageBytes = 1 << 20
 	}
+	if c.Kernel.ResolveTimeout == 0 {
+		c.Kernel.ResolveTimeout = Duration(5 * time.Second)
+	}
+	if c.Kernel.CallTimeout == 0 {
+		c.Kernel.CallTimeout = Duration(30 * time.Second)
+	}
 	if c.Audit.Durability == "" {
 		c.Audit.Durability = "acked"
 	}
@@ -240,8 +258,11 @@ func (c *Config) Validate() error {
 	if _, err := c.Audit.SyncInterval(); err != nil {
 		add("%v", err)
 	}
-	if c.NATS.MaxMessageBytes < 1024 {
-		add("nats.max_message_bytes %d is below 1024", c.NATS.MaxMessageBytes)
+	if m := c.NATS.MaxMessageBytes; m < MinMessageBytes || m > MaxMessageBytes {
+		add("nats.max_message_bytes %d must be between %d (64 KiB) and %d (64 MiB, the most NATS allows)", m, MinMessageBytes, MaxMessageBytes)
+	}
+	if c.Kernel.ResolveTimeout < 0 || c.Kernel.CallTimeout < 0 || c.Kernel.IdleTimeout < 0 {
+		add("kernel timeouts must not be negative")
 	}
 	seen := map[[2]string]bool{}
 	for i, p := range c.Principals {

@@ -1,6 +1,7 @@
 package config_test
 
 import (
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -43,6 +44,9 @@ func TestParseRefusesMistakes(t *testing.T) {
 		"unknown handler": {"handler: notes.put", "handler: notes.nope"},
 		"bad duration":    {"idle_timeout: 10m", "idle_timeout: ten minutes"},
 		"duplicate id":    {"id: textkit", "id: notes"},
+		"message too big": {"max_message_bytes: 1048576", "max_message_bytes: 67108865"},
+		"message small":   {"max_message_bytes: 1048576", "max_message_bytes: 65535"},
+		"negative call":   {"call_timeout: 30s", "call_timeout: -1s"},
 	}
 	for name, edit := range cases {
 		y := strings.Replace(string(base), edit[0], edit[1], 1)
@@ -56,5 +60,25 @@ func TestParseRefusesMistakes(t *testing.T) {
 		if err == nil {
 			t.Errorf("%s: accepted", name)
 		}
+	}
+}
+
+func TestMaxMessageBytesBounds(t *testing.T) {
+	for n, ok := range map[int]bool{config.MinMessageBytes: true, 1 << 20: true, config.MaxMessageBytes: true, config.MaxMessageBytes + 1: false, 1 << 30: false} {
+		_, err := config.Parse([]byte(fmt.Sprintf("nats: {max_message_bytes: %d}\n", n)))
+		if (err == nil) != ok {
+			t.Errorf("max_message_bytes %d: %v", n, err)
+		}
+		if err != nil && !strings.Contains(err.Error(), "64 MiB") {
+			t.Errorf("max_message_bytes %d: the error does not say the bound: %v", n, err)
+		}
+	}
+	// The timeouts the metrics' buckets are derived from have their defaults.
+	c, err := config.Parse(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if time.Duration(c.Kernel.CallTimeout) != 30*time.Second || time.Duration(c.Kernel.ResolveTimeout) != 5*time.Second {
+		t.Fatalf("default timeouts %v %v", c.Kernel.CallTimeout, c.Kernel.ResolveTimeout)
 	}
 }
