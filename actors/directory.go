@@ -24,7 +24,12 @@ import (
 // move for idleSweeps sweeps in a row — idle for at least IdleTimeout, at
 // most a quarter more. (One timer for the node rather than a receive
 // timeout per turn, which cost every idle turn a timer and the actor
-// context's extras: a sixth of its memory.)
+// context's extras: a sixth of its memory.) A lease is not a keep-alive:
+// a turn nobody operated on for IdleTimeout closes whether or not leases
+// are still held (a holder that went quiet is indistinguishable from one
+// that died), and its holders are told turn_closed. Releasing the last
+// lease of a turn that is already closing answers once turn.closed is
+// stored, like any close.
 type directory struct {
 	sh       *shared
 	turns    map[string]*lease
@@ -46,6 +51,10 @@ type lease struct {
 	first   string
 	more    map[string]struct{}
 	closing bool
+	// oneOp marks a turn of one operation: counted against MaxTurns and
+	// closed at shutdown like any turn, but holding no leases and leaving
+	// no tombstone (nobody can name it again).
+	oneOp bool
 	// activity is the turn's message count (the turn adds to it); seen is
 	// its value at the last sweep, still the sweeps since it last moved.
 	activity atomic.Uint32
@@ -97,6 +106,8 @@ func (d *directory) Receive(ctx actor.Context) {
 		d.sweep.Reset(d.sweepEvery())
 	case *openTurn:
 		ctx.Respond(d.open(ctx, msg.access))
+	case *oneOperation:
+		d.runOneOperation(ctx, msg)
 	case *releaseLease:
 		d.release(ctx, msg)
 	case *turnFinished:
@@ -164,6 +175,30 @@ func (d *directory) open(ctx actor.Context, access authority.AccessContext) any 
 	return &Opened{TurnID: access.TurnID, LeaseID: id}
 }
 
+// runOneOperation spawns a turn of one operation and hands it the
+// operation, whose answer goes straight to the caller. It counts against
+// MaxTurns like any turn: a flood of one-operation requests is refused
+// overloaded rather than running without bound.
+func (d *directory) runOneOperation(ctx actor.Context, msg *oneOperation) {
+	if d.draining != nil {
+		ctx.Respond(reason.New(reason.Overloaded, "node %s is shutting down", d.sh.opts.Node))
+		return
+	}
+	if len(d.turns) >= d.sh.opts.MaxTurns {
+		ctx.Respond(reason.New(reason.Overloaded, "node %s holds %d open turns", d.sh.opts.Node, len(d.turns)))
+		return
+	}
+	pid, err := ctx.SpawnNamed(d.sh.turnProps, msg.access.TurnID)
+	if err != nil {
+		ctx.Respond(reason.New(reason.Internal, "spawning turn %s: %v", msg.access.TurnID, err))
+		return
+	}
+	l := &lease{pid: pid, oneOp: true}
+	d.turns[msg.access.TurnID] = l
+	ctx.Send(pid, &startTurn{access: msg.access, oneOp: true, activity: &l.activity})
+	ctx.RequestWithCustomSender(pid, msg.op, ctx.Sender())
+}
+
 func (d *directory) release(ctx actor.Context, msg *releaseLease) {
 	l, ok := d.turns[msg.access.TurnID]
 	if !ok || l.key != authority.TurnAuthorityKey(msg.access) {
@@ -175,10 +210,13 @@ func (d *directory) release(ctx actor.Context, msg *releaseLease) {
 		return
 	}
 	l.remove(msg.leaseID)
-	if l.held() || l.closing {
+	if l.held() {
 		ctx.Respond(true)
 		return
 	}
+	// The last lease: close the turn, or join a close already under way
+	// (idle, shutdown). Either way the turn answers the caller itself,
+	// once turn.closed is stored.
 	l.closing = true
 	// The turn answers the caller itself, once turn.closed is recorded.
 	ctx.RequestWithCustomSender(l.pid, &closeTurn{why: "released"}, ctx.Sender())
@@ -207,9 +245,11 @@ func (d *directory) closeIdle(ctx actor.Context) {
 
 // retire forgets an open turn and remembers that its id was closed.
 func (d *directory) retire(turnID string) {
-	if _, ok := d.turns[turnID]; ok {
+	if l, ok := d.turns[turnID]; ok {
 		delete(d.turns, turnID)
-		d.closed.add(turnID)
+		if !l.oneOp {
+			d.closed.add(turnID)
+		}
 	}
 }
 

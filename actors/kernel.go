@@ -54,8 +54,16 @@ type Options struct {
 	Linger time.Duration
 	// ResolveTimeout bounds each provider's catalogue answer. Default 5s.
 	ResolveTimeout time.Duration
-	// CallTimeout bounds each execution. Default 30s.
+	// CallTimeout bounds each execution. Default 30s. An execution's
+	// deadline is the earlier of this and the caller's own deadline (less
+	// a margin to record and answer); the provider receives that.
 	CallTimeout time.Duration
+	// MaxReplyBytes bounds what one answer may carry, so that every answer
+	// fits the transport (the node sets it from NATS's max payload): a
+	// listing is paged to fit, and a tool result larger than this less
+	// ReplyOverhead is refused result_too_large (and recorded so). 0: no
+	// bound (in-process callers).
+	MaxReplyBytes int
 	// Limits bound provider definitions and call arguments.
 	Limits catalog.Limits
 	// Logger receives operational logs. Default slog.Default().
@@ -169,14 +177,56 @@ type shared struct {
 	registries *registryIntern
 }
 
+// ReplyOverhead is what MaxReplyBytes keeps for a reply's own fields
+// (ids, hashes, alias, error, framing) around a tool result.
+const ReplyOverhead = 4096
+
 // Kernel is a node's turn kernel. Its methods are safe for concurrent use.
 type Kernel struct {
 	sh       *shared
 	system   *actor.ActorSystem
 	dir      *actor.PID
-	ops      sync.WaitGroup
-	draining atomic.Bool
+	ops      opGate
 	stopOnce sync.Once
+}
+
+// opGate counts the kernel's operations in flight and closes for new ones
+// at shutdown. One atomic word holds both the count and the draining bit,
+// so entering and draining cannot race the way a WaitGroup's Add racing
+// its Wait does.
+type opGate struct {
+	state    atomic.Int64
+	idleOnce sync.Once
+	idle     chan struct{}
+}
+
+const drainingBit = int64(1) << 62
+
+// enter counts an operation in; it refuses (false) once draining, unless
+// evenDraining (closes must still reach their turns during a drain).
+func (g *opGate) enter(evenDraining bool) bool {
+	if g.state.Add(1)&drainingBit != 0 && !evenDraining {
+		g.leave()
+		return false
+	}
+	return true
+}
+
+// leave counts an operation out; the last one out of a draining kernel
+// signals idle.
+func (g *opGate) leave() {
+	if g.state.Add(-1) == drainingBit {
+		g.idleOnce.Do(func() { close(g.idle) })
+	}
+}
+
+// drain closes the gate and returns a channel closed once no operation is
+// in flight.
+func (g *opGate) drain() <-chan struct{} {
+	if old := g.state.Or(drainingBit); old&^drainingBit == 0 {
+		g.idleOnce.Do(func() { close(g.idle) })
+	}
+	return g.idle
 }
 
 const directoryName = "turns"
@@ -218,7 +268,7 @@ func New(opts Options) (*Kernel, error) {
 	if err != nil {
 		return nil, fmt.Errorf("actors: starting directory: %w", err)
 	}
-	return &Kernel{sh: sh, system: system, dir: dir}, nil
+	return &Kernel{sh: sh, system: system, dir: dir, ops: opGate{idle: make(chan struct{})}}, nil
 }
 
 // stopOnPanic stops a turn actor that panicked instead of restarting it: a
@@ -236,9 +286,7 @@ func stopOnPanic(log *slog.Logger) actor.SupervisorStrategy {
 func (k *Kernel) Node() string { return k.sh.opts.Node }
 
 func (k *Kernel) begin() error {
-	k.ops.Add(1)
-	if k.draining.Load() {
-		k.ops.Done()
+	if !k.ops.enter(false) {
 		return reason.New(reason.Overloaded, "node %s is shutting down", k.sh.opts.Node)
 	}
 	return nil
@@ -251,7 +299,7 @@ func (k *Kernel) Open(ctx context.Context, access authority.AccessContext) (Open
 	if err := k.begin(); err != nil {
 		return Opened{}, err
 	}
-	defer k.ops.Done()
+	defer k.ops.leave()
 	if access.TurnID == "" {
 		access.TurnID = k.sh.opts.Node + "." + randomID()
 	} else if !idPattern.MatchString(access.TurnID) {
@@ -272,8 +320,8 @@ func (k *Kernel) Open(ctx context.Context, access authority.AccessContext) (Open
 // is released; Close returns once turn.closed is recorded then. Releasing a
 // lease twice is harmless.
 func (k *Kernel) Close(ctx context.Context, access authority.AccessContext, leaseID string) error {
-	k.ops.Add(1)
-	defer k.ops.Done()
+	k.ops.enter(true)
+	defer k.ops.leave()
 	if access.TurnID == "" {
 		return reason.New(reason.InvalidRequest, "close needs a turn id")
 	}
@@ -282,9 +330,22 @@ func (k *Kernel) Close(ctx context.Context, access authority.AccessContext, leas
 }
 
 // ListTools lists the turn's tools as its principal may see them now.
-// With an empty TurnID it is a turn of one operation.
+// With an empty TurnID it is a turn of one operation. With MaxReplyBytes
+// set, a listing that does not fit is cut into pages: ListTools returns
+// the first; ListToolsPage the rest.
 func (k *Kernel) ListTools(ctx context.Context, access authority.AccessContext) (ToolList, error) {
-	res, err := k.turnOp(ctx, access, func(a authority.AccessContext) any { return &listTools{access: a} })
+	return k.ListToolsPage(ctx, access, ListPage{})
+}
+
+// ListToolsPage lists one page of the turn's tools, starting after
+// page.After (a previous page's NextCursor). Each page is judged at its
+// own instant and recorded with the aliases it shows; the registry is
+// held, so pages of one turn never mix two catalogues (compare
+// CatalogHash). A turn of one operation resolves afresh for each page.
+func (k *Kernel) ListToolsPage(ctx context.Context, access authority.AccessContext, page ListPage) (ToolList, error) {
+	res, err := k.turnOp(ctx, access, func(a authority.AccessContext, dl time.Time) any {
+		return &listTools{access: a, deadline: dl, page: page}
+	})
 	if err != nil {
 		return ToolList{}, err
 	}
@@ -293,7 +354,7 @@ func (k *Kernel) ListTools(ctx context.Context, access authority.AccessContext) 
 
 // ListNamespaces lists the namespaces of the turn's held catalogue.
 func (k *Kernel) ListNamespaces(ctx context.Context, access authority.AccessContext) ([]NamespaceInfo, error) {
-	res, err := k.turnOp(ctx, access, func(a authority.AccessContext) any { return &listNamespaces{access: a} })
+	res, err := k.turnOp(ctx, access, func(a authority.AccessContext, _ time.Time) any { return &listNamespaces{access: a} })
 	if err != nil {
 		return nil, err
 	}
@@ -302,17 +363,30 @@ func (k *Kernel) ListNamespaces(ctx context.Context, access authority.AccessCont
 
 // UpdateNamespaces replaces the turn's enabled namespaces.
 func (k *Kernel) UpdateNamespaces(ctx context.Context, access authority.AccessContext, namespaces []string) error {
-	_, err := k.turnOp(ctx, access, func(a authority.AccessContext) any {
+	_, err := k.turnOp(ctx, access, func(a authority.AccessContext, _ time.Time) any {
 		return &updateNamespaces{access: a, namespaces: namespaces}
 	})
 	return err
 }
 
-// Invoke calls the tool the model knows as alias with JSON arguments.
+// Invoke calls the tool the model knows as alias with JSON arguments. A
+// call that was decided but did not complete with a result fails with a
+// *CallError (its reason, call id, catalogHash and whether it was
+// dispatched); errors.Is matches the reason code either way. The
+// execution's deadline is the earlier of ctx's deadline and CallTimeout;
+// when ctx's deadline passes first the call fails deadline_exceeded.
 func (k *Kernel) Invoke(ctx context.Context, access authority.AccessContext, alias string, args []byte) (CallResult, error) {
-	res, err := k.turnOp(ctx, access, func(a authority.AccessContext) any {
-		return &invokeTool{access: a, inv: turn.Invocation{Alias: alias, Arguments: args}}
+	res, err := k.turnOp(ctx, access, func(a authority.AccessContext, dl time.Time) any {
+		return &invokeTool{access: a, deadline: dl, inv: turn.Invocation{Alias: alias, Arguments: args}}
 	})
+	if errors.Is(err, reason.ErrDeadlineExceeded) {
+		var ce *CallError
+		if !errors.As(err, &ce) {
+			// The turn did not answer in time: it may or may not have
+			// dispatched the call.
+			err = &CallError{Err: err.(*reason.Error), Dispatch: DispatchUnknown}
+		}
+	}
 	if err != nil {
 		return CallResult{}, err
 	}
@@ -336,11 +410,12 @@ func checkAccess(a authority.AccessContext) error {
 
 // turnOp sends an operation to the named turn, or runs it as a turn of one
 // operation when no turn is named.
-func (k *Kernel) turnOp(ctx context.Context, access authority.AccessContext, msg func(authority.AccessContext) any) (any, error) {
+func (k *Kernel) turnOp(ctx context.Context, access authority.AccessContext, msg func(authority.AccessContext, time.Time) any) (any, error) {
 	if err := k.begin(); err != nil {
 		return nil, err
 	}
-	defer k.ops.Done()
+	defer k.ops.leave()
+	deadline, _ := ctx.Deadline()
 	if err := checkAccess(access); err != nil {
 		return nil, err
 	}
@@ -349,13 +424,14 @@ func (k *Kernel) turnOp(ctx context.Context, access authority.AccessContext, msg
 		if k.sh.opts.Switches.NoOneOperationTurns {
 			return nil, reason.New(reason.TurnNotFound, "operation names no turn")
 		}
-		return k.oneOperation(ctx, access, msg)
+		access.TurnID = k.sh.opts.Node + ".op." + randomID()
+		return k.request(ctx, k.dir, &oneOperation{access: access, op: msg(access, deadline)})
 	}
 	if !validID(access.TurnID) {
 		return nil, reason.New(reason.TurnNotFound, "no turn %q", access.TurnID)
 	}
 	pid := actor.NewPID(k.system.Address(), directoryName+"/"+access.TurnID)
-	res, err := k.request(ctx, pid, msg(access))
+	res, err := k.request(ctx, pid, msg(access, deadline))
 	if errors.Is(err, actor.ErrDeadLetter) {
 		// The turn is not open. Was it closed, or never here?
 		if closed, _ := k.request(ctx, k.dir, &closedTurn{turnID: access.TurnID}); closed == true {
@@ -366,16 +442,6 @@ func (k *Kernel) turnOp(ctx context.Context, access authority.AccessContext, msg
 	return res, err
 }
 
-// oneOperation runs msg in a turn of its own: it opens, resolves its own
-// catalogue, answers, and closes (ADR 0026: an operation with no lease).
-func (k *Kernel) oneOperation(ctx context.Context, access authority.AccessContext, msg func(authority.AccessContext) any) (any, error) {
-	access.TurnID = k.sh.opts.Node + ".op." + randomID()
-	pid := k.system.Root.Spawn(k.sh.turnProps)
-	// startTurn, then the operation: one sender, so in this order.
-	k.system.Root.Send(pid, &startTurn{access: access, oneOp: true})
-	return k.request(ctx, pid, msg(access))
-}
-
 // request sends msg to pid and waits for the answer within ctx. An answer
 // that is an error is returned as the error.
 func (k *Kernel) request(ctx context.Context, pid *actor.PID, msg any) (any, error) {
@@ -383,16 +449,16 @@ func (k *Kernel) request(ctx context.Context, pid *actor.PID, msg any) (any, err
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = time.Until(dl)
 		if timeout <= 0 {
-			return nil, ctx.Err()
+			return nil, reason.New(reason.DeadlineExceeded, "the caller's deadline passed before the operation was sent")
 		}
 	}
 	res, err := k.system.Root.RequestFuture(pid, msg, timeout).Result()
 	switch {
 	case errors.Is(err, actor.ErrTimeout):
-		if ctx.Err() != nil {
+		if errors.Is(ctx.Err(), context.Canceled) {
 			return nil, ctx.Err()
 		}
-		return nil, context.DeadlineExceeded
+		return nil, reason.New(reason.DeadlineExceeded, "no answer within the caller's deadline")
 	case err != nil:
 		return nil, err
 	}
@@ -424,11 +490,8 @@ func (k *Kernel) Catalogues() int { return k.sh.registries.len() }
 func (k *Kernel) Shutdown(ctx context.Context) error {
 	var err error
 	k.stopOnce.Do(func() {
-		k.draining.Store(true)
-		done := make(chan struct{})
-		go func() { k.ops.Wait(); close(done) }()
 		select {
-		case <-done:
+		case <-k.ops.drain():
 		case <-ctx.Done():
 			err = fmt.Errorf("actors: operations still in flight at shutdown: %w", ctx.Err())
 		}

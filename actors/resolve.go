@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"sync"
@@ -25,11 +26,25 @@ const maxToolsPerProvider = 1024
 // recorded with its failure class and its tools are absent — unless it is
 // required, in which case the whole resolution fails with that class. It
 // runs off the turn's mailbox and touches no turn state.
+//
+// It returns by ResolveTimeout (plus resolveGrace) whatever the ports do:
+// a provider or authority source that ignores its context is abandoned
+// (its goroutine ends when it returns) and classified provider_timeout,
+// so a turn never stays resolving.
 func resolve(ctx context.Context, sh *shared, access authority.AccessContext) turn.Resolution {
-	auth, err := sh.opts.Authority.Resolve(ctx, access)
-	if err != nil {
-		return turn.Resolution{Err: reason.New(reason.Internal, "resolving authority: %v", err)}
+	type authAnswer struct {
+		auth authority.Authority
+		err  error
 	}
+	authCh := make(chan authAnswer, 1)
+	go func() {
+		actx, cancel := context.WithTimeout(ctx, sh.opts.ResolveTimeout)
+		defer cancel()
+		auth, err := bounded(actx, func(c context.Context) (authority.Authority, error) {
+			return sh.opts.Authority.Resolve(c, access)
+		})
+		authCh <- authAnswer{auth, err}
+	}()
 	type answer struct {
 		tools  []*catalog.Tool
 		status audit.ProviderStatus
@@ -45,6 +60,15 @@ func resolve(ctx context.Context, sh *shared, access authority.AccessContext) tu
 		}()
 	}
 	wg.Wait()
+	a := <-authCh
+	if a.err != nil {
+		code := reason.Internal
+		if errors.Is(a.err, context.DeadlineExceeded) {
+			code = reason.ProviderTimeout
+		}
+		return turn.Resolution{Err: reason.New(code, "resolving authority: %v", a.err)}
+	}
+	auth := a.auth
 
 	res := turn.Resolution{Authority: auth, Providers: make([]audit.ProviderStatus, len(answers))}
 	var all []*catalog.Tool
@@ -139,14 +163,16 @@ func resolveProvider(ctx context.Context, sh *shared, p providers.ContextToolPro
 	ctx, cancel := context.WithTimeout(ctx, sh.opts.ResolveTimeout)
 	defer cancel()
 	start := time.Now()
-	cat, err := askCatalog(ctx, p, access)
+	cat, err := bounded(ctx, func(c context.Context) (providers.Catalog, error) { return askCatalog(c, p, access) })
 	st.DurationMicros = time.Since(start).Microseconds()
 	if err == nil && len(cat.Definitions) > maxToolsPerProvider {
 		err = reason.New(reason.ProviderError, "%d definitions; limit %d", len(cat.Definitions), maxToolsPerProvider)
 	}
 	if err != nil {
 		st.Status, st.Reason, st.Error = "failed", string(providers.Classify(err)), truncate(err.Error(), 512)
-		sh.log.Warn("provider catalogue failed", "provider", p.ID(), "reason", st.Reason, "err", err)
+		// Recorded in tool.catalog.resolved; the provider's own state
+		// changes are logged once each where it is reached (Remote).
+		sh.log.Debug("provider catalogue failed", "provider", p.ID(), "reason", st.Reason, "err", err)
 		return nil, st
 	}
 	tools := make([]*catalog.Tool, 0, len(cat.Definitions))
@@ -169,6 +195,39 @@ func resolveProvider(ctx context.Context, sh *shared, p providers.ContextToolPro
 	}
 	st.Tools = len(tools)
 	return tools, st
+}
+
+// resolveGrace is how long past its context's deadline a port may take to
+// return before it is abandoned.
+const resolveGrace = 100 * time.Millisecond
+
+// bounded runs f and returns its answer, or ctx's error once ctx is done
+// and f has not returned within resolveGrace: a port that ignores its
+// context cannot hold a turn in resolving.
+func bounded[T any](ctx context.Context, f func(context.Context) (T, error)) (T, error) {
+	type result struct {
+		v   T
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		v, err := f(ctx)
+		ch <- result{v, err}
+	}()
+	select {
+	case r := <-ch:
+		return r.v, r.err
+	case <-ctx.Done():
+	}
+	t := time.NewTimer(resolveGrace)
+	defer t.Stop()
+	select {
+	case r := <-ch:
+		return r.v, r.err
+	case <-t.C:
+		var zero T
+		return zero, fmt.Errorf("abandoned %v after its deadline: %w", resolveGrace, ctx.Err())
+	}
 }
 
 // askCatalog calls the provider, turning a panic into a provider error.

@@ -2,7 +2,11 @@ package actors
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -43,6 +47,32 @@ type turnActor struct {
 	// set once one of them failed (see checkReceipts).
 	unconfirmed []audit.Receipt
 	failed      bool
+	// last is the latest instant the turn stamped: a turn's event times
+	// never decrease with seq, even if the wall clock steps back.
+	last time.Time
+	// calls are the executions in flight, by call id: who waits for each,
+	// and how to stop it.
+	calls map[string]*pendingCall
+	// closedReceipt is turn.closed's receipt, once recorded: a close that
+	// reaches a finished turn is answered when that record is stored.
+	closedReceipt audit.Receipt
+}
+
+// pendingCall is one dispatched execution the turn waits for.
+type pendingCall struct {
+	sender      *actor.PID
+	cancel      context.CancelFunc
+	catalogHash string
+	// dispatched is set by the execution once the call is handed to its
+	// provider (after its tool.invoked is stored).
+	dispatched atomic.Bool
+}
+
+func (pc *pendingCall) dispatch() Dispatch {
+	if pc.dispatched.Load() {
+		return Dispatched
+	}
+	return NotDispatched
 }
 
 // startTurn is a turn actor's first message: the turn's access context as
@@ -77,7 +107,7 @@ func newTurnProps(sh *shared) *actor.Props {
 func (a *turnActor) starting(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *startTurn:
-		a.turnID, a.oneOp, a.activity = msg.access.TurnID, msg.oneOp, msg.activity
+		a.turnID, a.oneOp, a.activity, a.last = msg.access.TurnID, msg.oneOp, msg.activity, msg.access.Now
 		m, rec := turn.New(turn.Config{
 			Node: a.sh.opts.Node, Incarnation: randomID(), StepCeiling: a.sh.opts.StepCeiling,
 			MaxInFlight: a.sh.opts.MaxInFlightPerTurn, OneOperation: a.oneOp, Switches: a.sh.opts.Switches,
@@ -111,10 +141,22 @@ func (a *turnActor) lifecycle(ctx actor.Context) bool {
 	case *actor.Started:
 	case *actor.Stopping, *actor.Restarting:
 	case *actor.Stopped:
-		// Stopped without a close (a panic, or the system going down):
-		// still end the chain.
+		// Stopped without a close (a panic, or the system going down past
+		// its deadline): every caller still waiting is answered now, each
+		// call in flight is recorded as ended, then the chain is closed.
 		if a.m != nil {
-			if rec := a.m.Finish(a.now(), "shutdown"); rec != nil {
+			now := a.now()
+			for _, id := range slices.Sorted(maps.Keys(a.calls)) {
+				pc := a.calls[id]
+				pc.cancel()
+				err := reason.New(reason.TurnClosed, "turn %s stopped while call %s was in flight", a.turnID, id)
+				if rec, cerr := a.m.Complete(now, turn.Completion{CallID: id, Err: err}); cerr == nil {
+					a.emit(rec)
+				}
+				ctx.Send(pc.sender, &CallError{Err: err, CallID: id, CatalogHash: pc.catalogHash, Dispatch: pc.dispatch()})
+			}
+			a.calls = nil
+			if rec := a.m.Finish(now, "shutdown"); rec != nil {
 				a.emit(rec)
 			}
 		}
@@ -200,17 +242,41 @@ func (a *turnActor) dispatch(ctx actor.Context, env envelope) {
 	}
 }
 
-func (a *turnActor) now() time.Time { return a.sh.opts.Clock() }
+// now stamps an instant: the clock's, never earlier than the last one
+// this turn stamped.
+func (a *turnActor) now() time.Time {
+	t := a.sh.opts.Clock()
+	if t.Before(a.last) {
+		t = a.last
+	}
+	a.last = t
+	return t
+}
 
-// operate decides one operation, resolving first if the catalogue is needed.
+// operate decides one operation, resolving first if the catalogue is
+// needed. The operation's instant is stamped here, when it is decided —
+// not when the node admitted it: an operation that waited behind the
+// first resolution is judged at the instant it is decided.
 func (a *turnActor) operate(ctx actor.Context, env envelope) {
 	access := accessOf(env.msg)
 	if err := a.m.CheckAccess(access); err != nil {
 		ctx.Send(env.sender, err)
 		return
 	}
+	if !a.m.Resolved() {
+		if _, ok := env.msg.(*updateNamespaces); !ok {
+			a.stash = append(a.stash, env)
+			a.behavior.Become(a.resolving)
+			a.startResolution(ctx, access)
+			return
+		}
+	}
+	now := a.now()
+	if a.sh.opts.Switches.StampAtAdmission {
+		now = access.Now
+	}
 	if upd, ok := env.msg.(*updateNamespaces); ok {
-		rec, err := a.m.UpdateNamespaces(access.Now, upd.namespaces)
+		rec, err := a.m.UpdateNamespaces(now, upd.namespaces)
 		if err != nil {
 			ctx.Send(env.sender, err)
 			return
@@ -219,21 +285,19 @@ func (a *turnActor) operate(ctx actor.Context, env envelope) {
 		a.afterOp(ctx)
 		return
 	}
-	if !a.m.Resolved() {
-		a.stash = append(a.stash, env)
-		a.behavior.Become(a.resolving)
-		a.startResolution(ctx)
-		return
-	}
 	switch msg := env.msg.(type) {
 	case *listTools:
-		listed, hash, rec, err := a.m.List(access.Now)
+		page := turn.Page{After: msg.page.After}
+		if a.sh.opts.MaxReplyBytes > 0 {
+			page.MaxBytes = max(a.sh.opts.MaxReplyBytes-ReplyOverhead, 1)
+		}
+		listed, next, hash, rec, err := a.m.ListPage(now, page)
 		if err != nil {
 			ctx.Send(env.sender, err)
 			return
 		}
 		receipt := a.emit(rec)
-		out := &ToolList{CatalogHash: hash, Tools: make([]ListedTool, len(listed))}
+		out := &ToolList{CatalogHash: hash, Tools: make([]ListedTool, len(listed)), NextCursor: next, Degraded: degraded(a.m.Degraded())}
 		for i, l := range listed {
 			t := l.Tool
 			out.Tools[i] = ListedTool{Alias: l.Alias, Identity: t.Identity, Namespace: t.Namespace, Revision: t.Revision,
@@ -250,8 +314,23 @@ func (a *turnActor) operate(ctx actor.Context, env envelope) {
 		ctx.Send(env.sender, &ns)
 		a.afterOp(ctx)
 	case *invokeTool:
-		a.invoke(ctx, env.sender, msg)
+		a.invoke(ctx, env.sender, msg, now)
 	}
+}
+
+func degraded(sts []audit.ProviderStatus) []ProviderStatus {
+	if len(sts) == 0 {
+		return nil
+	}
+	out := make([]ProviderStatus, len(sts))
+	for i, st := range sts {
+		msg := st.Error
+		if st.Status == "partial" {
+			msg = truncate(strings.Join(st.Refused, "; "), 1024)
+		}
+		out[i] = ProviderStatus{Provider: st.Provider, Status: st.Status, Reason: st.Reason, Error: msg}
+	}
+	return out
 }
 
 func accessOf(msg any) authority.AccessContext {
@@ -269,48 +348,95 @@ func accessOf(msg any) authority.AccessContext {
 }
 
 // startResolution asks the authority source and every provider, off the
-// mailbox; the answer comes back as *resolved.
-func (a *turnActor) startResolution(ctx actor.Context) {
+// mailbox; the answer comes back as *resolved. The ports are asked with
+// the context of the operation that first needed the catalogue: its
+// instant, and the namespaces the turn has enabled then.
+func (a *turnActor) startResolution(ctx actor.Context, first authority.AccessContext) {
 	root, self := ctx.ActorSystem().Root, ctx.Self()
 	access := a.m.Access()
+	access.Now = a.now()
+	access.EnabledNamespaces = a.m.Namespaces()
+	access.Attributes = first.Attributes
 	go func() {
 		res := resolve(context.Background(), a.sh, access)
 		root.Send(self, &resolved{res: res})
 	}()
 }
 
-func (a *turnActor) invoke(ctx actor.Context, sender *actor.PID, msg *invokeTool) {
-	d, rec := a.m.Decide(msg.access.Now, msg.inv)
+// replyMargin is how much of a caller's remaining time an execution leaves
+// for recording the completion and answering: a twentieth, within [1ms, 250ms].
+func replyMargin(remaining time.Duration) time.Duration {
+	return min(max(remaining/20, time.Millisecond), 250*time.Millisecond)
+}
+
+func (a *turnActor) invoke(ctx actor.Context, sender *actor.PID, msg *invokeTool, now time.Time) {
+	// The execution's deadline: the earlier of CallTimeout and the
+	// caller's own deadline less a margin to record and answer. A call
+	// whose caller's deadline already passed is not decided at all.
+	wall := time.Now()
+	execDeadline, callerBound := wall.Add(a.sh.opts.CallTimeout), false
+	if !msg.deadline.IsZero() {
+		if cd := msg.deadline.Add(-replyMargin(msg.deadline.Sub(wall))); cd.Before(execDeadline) {
+			execDeadline, callerBound = cd, true
+		}
+	}
+	inv := msg.inv
+	inv.Late = callerBound && !wall.Before(execDeadline)
+	d, rec := a.m.Decide(now, inv)
 	var receipt audit.Receipt
 	if rec != nil {
 		receipt = a.emit(rec)
 	}
 	if d.Err != nil {
-		a.answer(ctx, sender, d.Err, receipt)
+		var answer any = d.Err
+		if rec != nil {
+			answer = &CallError{Err: d.Err, CallID: d.CallID, CatalogHash: rec.Event.CatalogHash, Dispatch: NotDispatched}
+		}
+		a.answer(ctx, sender, answer, receipt)
 		a.afterOp(ctx)
 		return
 	}
 	p := a.sh.providers[d.Tool.Identity.Provider]
+	access := msg.access
+	access.Now = now
 	call := providers.Call{
-		Access: msg.access, CallID: d.CallID, Tool: d.Tool.Identity, Revision: d.Tool.Revision, Token: d.Tool.Token,
+		Access: access, CallID: d.CallID, Tool: d.Tool.Identity, Revision: d.Tool.Revision, Token: d.Tool.Token,
 		Arguments: msg.inv.Arguments, Resource: d.Resource,
 	}
-	root, self, timeout := ctx.ActorSystem().Root, ctx.Self(), a.sh.opts.CallTimeout
+	cctx, cancel := context.WithDeadline(context.Background(), execDeadline)
+	pc := &pendingCall{sender: sender, cancel: cancel, catalogHash: rec.Event.CatalogHash}
+	if a.calls == nil {
+		a.calls = map[string]*pendingCall{}
+	}
+	a.calls[d.CallID] = pc
+	root, self, maxResult := ctx.ActorSystem().Root, ctx.Self(), a.sh.opts.MaxReplyBytes-ReplyOverhead
 	a.sh.pool.Go(func() {
-		c := &completed{sender: sender, comp: turn.Completion{CallID: call.CallID}}
-		cctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
+		c := &completed{comp: turn.Completion{CallID: call.CallID}}
+		callerGone := func() bool { return callerBound && errors.Is(cctx.Err(), context.DeadlineExceeded) }
 		// Record before effect: a tool runs only once its tool.invoked is stored.
 		if err := audit.Wait(cctx, receipt); err != nil {
-			c.comp.Err = reason.New(reason.AuditUnavailable, "audit did not store tool.invoked; the call did not run: %v", err)
+			if callerGone() {
+				c.comp.Err = reason.New(reason.DeadlineExceeded, "the caller's deadline passed before tool.invoked was stored; the call did not run")
+			} else {
+				c.comp.Err = reason.New(reason.AuditUnavailable, "audit did not store tool.invoked; the call did not run: %v", err)
+			}
 			root.Send(self, c)
 			return
 		}
+		pc.dispatched.Store(true)
 		res, err := execute(cctx, p, call)
-		if err != nil {
+		n := len(res.Text) + len(res.Structured)
+		switch {
+		case err != nil && callerGone():
+			c.comp.Err = reason.New(reason.DeadlineExceeded, "the caller's deadline passed while %s ran; it may have taken effect", call.Tool)
+		case err != nil:
 			c.comp.Err = providers.ClassifiedError(call.Tool.Provider, err)
-		} else {
-			c.result, c.comp.IsError, c.comp.ResultLen = res, res.IsError, len(res.Text)+len(res.Structured)
+		case maxResult > 0 && n > maxResult:
+			c.comp.Err = reason.New(reason.ResultTooLarge, "%s returned %d bytes; a reply carries at most %d", call.Tool, n, maxResult)
+			c.comp.ResultLen = n
+		default:
+			c.result, c.comp.IsError, c.comp.ResultLen = res, res.IsError, n
 		}
 		root.Send(self, c)
 	})
@@ -327,6 +453,12 @@ func execute(ctx context.Context, p providers.ContextToolProvider, call provider
 }
 
 func (a *turnActor) complete(ctx actor.Context, msg *completed) {
+	pc, ok := a.calls[msg.comp.CallID]
+	if !ok {
+		a.sh.log.Error("turn: completion for a call not in flight", "turn", a.turnID, "call", msg.comp.CallID)
+		return
+	}
+	delete(a.calls, msg.comp.CallID)
 	now := a.now()
 	rec, err := a.m.Complete(now, msg.comp)
 	if err != nil {
@@ -335,10 +467,10 @@ func (a *turnActor) complete(ctx actor.Context, msg *completed) {
 	}
 	receipt := a.emit(rec)
 	if msg.comp.Err != nil {
-		a.answer(ctx, msg.sender, msg.comp.Err, receipt)
+		a.answer(ctx, pc.sender, &CallError{Err: msg.comp.Err, CallID: msg.comp.CallID, CatalogHash: rec.Event.CatalogHash, Dispatch: pc.dispatch()}, receipt)
 	} else {
 		c := rec.Event.Call
-		a.answer(ctx, msg.sender, &CallResult{
+		a.answer(ctx, pc.sender, &CallResult{
 			CallID: c.ID, CatalogHash: rec.Event.CatalogHash, Alias: c.Alias,
 			Identity: catalog.Identity{Provider: c.Provider, Name: c.Name},
 			Result:   msg.result, Duration: time.Duration(rec.Event.Call.Duration) * time.Microsecond,
@@ -382,7 +514,8 @@ func (a *turnActor) finish(ctx actor.Context, why string) {
 	if rec := a.m.Finish(a.now(), why); rec != nil {
 		receipt = a.emit(rec)
 	}
-	if !a.oneOp && ctx.Parent() != nil {
+	a.closedReceipt = receipt
+	if ctx.Parent() != nil {
 		ctx.Send(ctx.Parent(), &turnFinished{turnID: a.turnID})
 	}
 	for _, c := range a.closers {
@@ -407,9 +540,8 @@ func (a *turnActor) finished(ctx actor.Context) {
 		ctx.Stop(ctx.Self())
 	case *actor.Started, *actor.Stopping, *actor.Stopped, *actor.Restarting:
 	case *closeTurn:
-		if ctx.Sender() != nil {
-			ctx.Respond(true)
-		}
+		// Answered once turn.closed is stored, like the close that did it.
+		a.answer(ctx, ctx.Sender(), true, a.closedReceipt)
 	case *completed:
 		// Cannot happen: a turn finishes only with nothing in flight.
 		a.sh.log.Error("turn: completion after close", "turn", a.turnID, "call", msg.comp.CallID)

@@ -4,11 +4,10 @@ import (
 	"encoding/json"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
-
 	"github.com/sharedos/sharedos/authority"
 	"github.com/sharedos/sharedos/catalog"
 	"github.com/sharedos/sharedos/internal/providers"
+	"github.com/sharedos/sharedos/reason"
 	"github.com/sharedos/sharedos/turn"
 )
 
@@ -24,7 +23,61 @@ type Opened struct {
 type ToolList struct {
 	CatalogHash string
 	Tools       []ListedTool
+	// NextCursor, when set, continues the listing (ListPage.After); the
+	// page was cut to fit the node's reply bound.
+	NextCursor string
+	// Degraded names the providers whose catalogue this turn's resolution
+	// did not get whole, and how they failed: an empty listing and a
+	// failed discovery are not the same state.
+	Degraded []ProviderStatus
 }
+
+// ProviderStatus is how one provider answered the turn's resolution.
+type ProviderStatus struct {
+	Provider string
+	// Status is "failed" (no tools from it) or "partial" (some refused).
+	Status string
+	// Reason is the failure class (provider_timeout, provider_unavailable,
+	// provider_error); empty for "partial".
+	Reason string
+	// Error says what failed; for "partial", the refused tools and why.
+	Error string
+}
+
+// ListPage asks for one page of a listing.
+type ListPage struct {
+	// After is the previous page's NextCursor ("" for the first page).
+	After string
+}
+
+// Dispatch says whether a refused or failed call was sent to its provider.
+type Dispatch int
+
+const (
+	// DispatchUnknown: the kernel cannot tell (the caller's deadline
+	// passed before the turn answered).
+	DispatchUnknown Dispatch = iota
+	// NotDispatched: the call never reached its provider; it did not run.
+	NotDispatched
+	// Dispatched: the call was sent to its provider; it may have run.
+	Dispatched
+)
+
+// CallError is a call that did not complete with a result: the reason,
+// and what the turn recorded of it. errors.Is matches its reason code.
+type CallError struct {
+	Err *reason.Error
+	// CallID and CatalogHash are set whenever the turn recorded the call
+	// (tool.invoked): every decided call, allowed or denied.
+	CallID      string
+	CatalogHash string
+	Dispatch    Dispatch
+}
+
+func (e *CallError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the reason, so errors.Is and reason.Of see its code.
+func (e *CallError) Unwrap() error { return e.Err }
 
 // ListedTool is one tool as shown to a model.
 type ListedTool struct {
@@ -52,17 +105,24 @@ type CallResult struct {
 }
 
 // Messages to a turn actor. Each carries the caller's access context; the
-// kernel stamps Now from its clock.
+// kernel stamps Now with the admission instant, which only
+// Switches.StampAtAdmission decides by: the turn stamps each operation
+// when it decides it. deadline is the caller's (zero: none).
 type (
-	listTools        struct{ access authority.AccessContext }
+	listTools struct {
+		access   authority.AccessContext
+		deadline time.Time
+		page     ListPage
+	}
 	listNamespaces   struct{ access authority.AccessContext }
 	updateNamespaces struct {
 		access     authority.AccessContext
 		namespaces []string
 	}
 	invokeTool struct {
-		access authority.AccessContext
-		inv    turn.Invocation
+		access   authority.AccessContext
+		deadline time.Time
+		inv      turn.Invocation
 	}
 	// closeTurn ends the turn; sent by the directory when the last lease
 	// is released, the turn idles out, or the kernel shuts down.
@@ -71,7 +131,6 @@ type (
 	resolved struct{ res turn.Resolution }
 	// completed carries an execution's end back to the turn's mailbox.
 	completed struct {
-		sender *actor.PID
 		comp   turn.Completion
 		result providers.Result
 	}
@@ -81,6 +140,12 @@ type (
 type (
 	openTurn struct {
 		access authority.AccessContext
+	}
+	// oneOperation asks the directory to run op in a new turn of one
+	// operation, counted and closed like any other turn.
+	oneOperation struct {
+		access authority.AccessContext
+		op     any
 	}
 	releaseLease struct {
 		access  authority.AccessContext

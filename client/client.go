@@ -176,15 +176,70 @@ func (c *Client) ListNamespaces(ctx context.Context, access Access) ([]messages.
 	return c.namespaces(ctx, messages.OneOpSubject(c.opts.Prefix, messages.OpNamespaces), access, false)
 }
 
+// maxListPages bounds how many pages a listing may take.
+const maxListPages = 4096
+
+// list follows a listing's pages to the end and returns them as one reply.
+// Every page must carry the same catalogHash: pages of one turn always do
+// (its catalogue is held); pages of turns of one operation are separate
+// resolutions, and a catalogue that moved between them is an error.
 func (c *Client) list(ctx context.Context, subject string, access Access, turn bool) (*messages.ListReply, error) {
+	var all *messages.ListReply
+	cursor := ""
+	for range maxListPages {
+		rep, err := c.listPage(ctx, subject, access, cursor, turn)
+		if err != nil {
+			return nil, err
+		}
+		if all == nil {
+			all = rep
+		} else {
+			if rep.CatalogHash != all.CatalogHash {
+				return nil, fmt.Errorf("client: the catalogue changed between listing pages (%s, then %s)", all.CatalogHash, rep.CatalogHash)
+			}
+			all.Tools = append(all.Tools, rep.Tools...)
+		}
+		if rep.NextCursor == "" {
+			all.NextCursor = ""
+			return all, nil
+		}
+		if rep.NextCursor == cursor {
+			return nil, fmt.Errorf("client: listing cursor %q did not advance", cursor)
+		}
+		cursor = rep.NextCursor
+	}
+	return nil, fmt.Errorf("client: listing did not end within %d pages", maxListPages)
+}
+
+// ListPage lists one page of the turn's tools, after cursor (a previous
+// page's NextCursor; "" for the first).
+func (t *Turn) ListPage(ctx context.Context, cursor string) (*messages.ListReply, error) {
+	return t.c.listPage(ctx, t.subject(messages.OpList), t.access, cursor, true)
+}
+
+func (c *Client) listPage(ctx context.Context, subject string, access Access, cursor string, turn bool) (*messages.ListReply, error) {
 	var rep messages.ListReply
 	if err := c.request(ctx, subject, func(ms uint32) messages.Message {
-		return &messages.TurnRequest{V: messages.Version, Access: access, TimeoutMs: ms}
+		return &messages.ListRequest{V: messages.Version, Access: access, Cursor: cursor, TimeoutMs: ms}
 	}, &rep, turn); err != nil {
 		return nil, err
 	}
 	return &rep, nil
 }
+
+// CallError is a call the node refused or that failed: the reason (match
+// it with errors.Is against the reason sentinels) and the reply, which
+// names the call and its catalogHash whenever the turn recorded it, and
+// whether it was dispatched to its provider.
+type CallError struct {
+	Err   error
+	Reply *messages.InvokeReply
+}
+
+func (e *CallError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the reason.
+func (e *CallError) Unwrap() error { return e.Err }
 
 func (c *Client) namespaces(ctx context.Context, subject string, access Access, turn bool) ([]messages.Namespace, error) {
 	var rep messages.NamespacesReply
@@ -201,6 +256,9 @@ func (c *Client) invoke(ctx context.Context, subject string, access Access, alia
 	if err := c.request(ctx, subject, func(ms uint32) messages.Message {
 		return &messages.InvokeRequest{V: messages.Version, Access: access, Tool: alias, Args: args, TimeoutMs: ms}
 	}, &rep, turn); err != nil {
+		if rep.Error != nil {
+			return nil, &CallError{Err: err, Reply: &rep}
+		}
 		return nil, err
 	}
 	return &rep, nil
@@ -219,7 +277,7 @@ func (c *Client) request(ctx context.Context, subject string, build func(uint32)
 	dl, _ := ctx.Deadline()
 	wait := time.Until(dl)
 	if wait <= 0 {
-		return ctx.Err()
+		return reason.New(reason.DeadlineExceeded, "the deadline passed before the request was sent")
 	}
 	// Leave the node a little less than our wait, so its answer (even a
 	// timeout) arrives before we give up.
@@ -234,6 +292,8 @@ func (c *Client) request(ctx context.Context, subject string, build func(uint32)
 		return reason.New(reason.TurnNotFound, "no node answers for %s (the turn's node is gone)", subject)
 	case errors.Is(err, nats.ErrNoResponders):
 		return reason.New(reason.NodeUnavailable, "no SharedOS node is serving %s", subject)
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout):
+		return reason.New(reason.DeadlineExceeded, "no answer on %s within the deadline; an operation may still have taken effect", subject)
 	case err != nil:
 		return fmt.Errorf("client: %s: %w", subject, err)
 	}

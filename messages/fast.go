@@ -273,7 +273,7 @@ func (m *InvokeRequest) appendMsgpack(b []byte) []byte {
 
 func (m *InvokeReply) appendMsgpack(b []byte) []byte {
 	b = appendMapLen(b, 1+count(m.Error != nil, m.CallID != "", m.CatalogHash != "", m.Alias != "", m.Provider != "",
-		m.Name != "", m.Text != "", len(m.Structured) > 0, m.IsError, m.DurationUs != 0))
+		m.Name != "", m.Text != "", len(m.Structured) > 0, m.IsError, m.DurationUs != 0, m.Dispatched != nil))
 	b = appendError(appendV(b, m.V), m.Error)
 	b = appendOptStr(b, "call", m.CallID)
 	b = appendOptStr(b, "catalog_hash", m.CatalogHash)
@@ -287,6 +287,9 @@ func (m *InvokeReply) appendMsgpack(b []byte) []byte {
 	}
 	if m.DurationUs != 0 {
 		b = binary.BigEndian.AppendUint64(append(appendStr(b, "duration_us"), 0xd3), uint64(m.DurationUs))
+	}
+	if m.Dispatched != nil {
+		b = appendBool(appendStr(b, "dispatched"), *m.Dispatched)
 	}
 	return b
 }
@@ -740,7 +743,7 @@ func (m *InvokeRequest) decodeMsgpack(b []byte) bool {
 
 func (m *InvokeReply) decodeMsgpack(b []byte) bool {
 	zero := m.V == 0 && m.Error == nil && m.CallID == "" && m.CatalogHash == "" && m.Alias == "" && m.Provider == "" &&
-		m.Name == "" && m.Text == "" && m.Structured == nil && !m.IsError && m.DurationUs == 0
+		m.Name == "" && m.Text == "" && m.Structured == nil && !m.IsError && m.DurationUs == 0 && m.Dispatched == nil
 	return decodeInto(m, zero, b, func(r *reader, v *InvokeReply, k []byte) (bit uint, ok bool) {
 		switch string(k) {
 		case "v":
@@ -776,6 +779,11 @@ func (m *InvokeReply) decodeMsgpack(b []byte) bool {
 		case "duration_us":
 			bit = 10
 			v.DurationUs, ok = r.int()
+		case "dispatched":
+			bit = 11
+			var d bool
+			d, ok = r.bool()
+			v.Dispatched = &d
 		}
 		return bit, ok
 	})

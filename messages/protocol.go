@@ -122,12 +122,34 @@ type Tool struct {
 	Annotations  []byte `msgpack:"annotations,omitempty"`
 }
 
-// ListReply answers list.
+// ListRequest is list: TurnRequest's keys and a cursor.
+type ListRequest struct {
+	V      int    `msgpack:"v"`
+	Access Access `msgpack:"access"`
+	// Cursor continues a listing: the previous reply's next_cursor.
+	Cursor    string `msgpack:"cursor,omitempty"`
+	TimeoutMs uint32 `msgpack:"timeout_ms,omitempty"`
+}
+
+// ProviderFailure names a provider the turn's resolution did not get
+// whole: status "failed" (none of its tools; code is the failure class)
+// or "partial" (some tools refused; message says which and why).
+type ProviderFailure struct {
+	Provider string `msgpack:"provider"`
+	Status   string `msgpack:"status"`
+	Code     string `msgpack:"code,omitempty"`
+	Message  string `msgpack:"message,omitempty"`
+}
+
+// ListReply answers list. A listing that does not fit one reply is paged:
+// NextCursor, when set, is sent back as ListRequest.Cursor for the rest.
 type ListReply struct {
-	V           int    `msgpack:"v"`
-	Error       *Error `msgpack:"error,omitempty"`
-	CatalogHash string `msgpack:"catalog_hash,omitempty"`
-	Tools       []Tool `msgpack:"tools,omitempty"`
+	V           int               `msgpack:"v"`
+	Error       *Error            `msgpack:"error,omitempty"`
+	CatalogHash string            `msgpack:"catalog_hash,omitempty"`
+	Tools       []Tool            `msgpack:"tools,omitempty"`
+	NextCursor  string            `msgpack:"next_cursor,omitempty"`
+	Degraded    []ProviderFailure `msgpack:"providers_degraded,omitempty"`
 }
 
 // Namespace describes one namespace of a turn's catalogue.
@@ -180,6 +202,11 @@ type InvokeReply struct {
 	Structured  []byte `msgpack:"structured,omitempty"`
 	IsError     bool   `msgpack:"is_error,omitempty"`
 	DurationUs  int64  `msgpack:"duration_us,omitempty"`
+	// Dispatched, on a failed or refused call, says whether the call was
+	// sent to its provider (true: it may have run); absent when the node
+	// cannot tell (the caller's deadline passed before the turn answered)
+	// and on success.
+	Dispatched *bool `msgpack:"dispatched,omitempty"`
 }
 
 // CloseRequest releases a lease.
@@ -198,6 +225,7 @@ type Message interface {
 func (m *OpenRequest) version() int             { return m.V }
 func (m *OpenReply) version() int               { return m.V }
 func (m *TurnRequest) version() int             { return m.V }
+func (m *ListRequest) version() int             { return m.V }
 func (m *ListReply) version() int               { return m.V }
 func (m *NamespacesReply) version() int         { return m.V }
 func (m *UpdateNamespacesRequest) version() int { return m.V }
@@ -260,6 +288,8 @@ func (m *OpenRequest) RequestAccess() Access             { return m.Access }
 func (m *OpenRequest) RequestTimeoutMs() uint32          { return m.TimeoutMs }
 func (m *TurnRequest) RequestAccess() Access             { return m.Access }
 func (m *TurnRequest) RequestTimeoutMs() uint32          { return m.TimeoutMs }
+func (m *ListRequest) RequestAccess() Access             { return m.Access }
+func (m *ListRequest) RequestTimeoutMs() uint32          { return m.TimeoutMs }
 func (m *UpdateNamespacesRequest) RequestAccess() Access { return m.Access }
 func (m *UpdateNamespacesRequest) RequestTimeoutMs() uint32 {
 	return m.TimeoutMs

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -44,12 +45,23 @@ type Options struct {
 // Front is a running NATS front.
 type Front struct {
 	k    *actors.Kernel
+	nc   *nats.Conn
 	opts Options
 	svc  micro.Service
 	sem  chan struct{}
 	pool *workpool.Pool
 	wg   sync.WaitGroup
 	once sync.Once
+	// maxPayload is the largest message the bus carries.
+	maxPayload int
+	stats      *endpointStats
+	// noReply counts requests that came without a reply subject (dropped
+	// unhandled: nobody could hear the answer, and a call nobody hears
+	// must not run).
+	noReply atomic.Int64
+	// sendFailures counts replies the bus refused even in their small
+	// error form.
+	sendFailures atomic.Int64
 }
 
 // Serve registers the kernel's endpoints on nc and starts serving.
@@ -72,12 +84,17 @@ func Serve(nc *nats.Conn, k *actors.Kernel, opts Options) (*Front, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	f := &Front{k: k, opts: opts, sem: make(chan struct{}, opts.MaxConcurrent), pool: workpool.New(64)}
+	f := &Front{k: k, nc: nc, opts: opts, sem: make(chan struct{}, opts.MaxConcurrent), pool: workpool.New(64),
+		maxPayload: int(nc.MaxPayload()), stats: newEndpointStats()}
 	svc, err := micro.AddService(nc, micro.Config{
 		Name:        "sharedos",
 		Version:     opts.Version,
 		Description: "SharedOS turn kernel: catalogue resolved once per turn, live authority, audited calls",
-		Metadata:    map[string]string{"node": k.Node(), "prefix": opts.Prefix, "protocol": fmt.Sprint(messages.Version)},
+		Metadata:    map[string]string{"node": k.Node(), "prefix": opts.Prefix, "protocol": fmt.Sprint(messages.Version), "encoding": "msgpack"},
+		// Requests are handled off the subscription, so micro's own
+		// processing_time measures the hand-off; each endpoint's data
+		// carries the real figures (see endpointStats).
+		StatsHandler: func(e *micro.Endpoint) any { return f.stats.snapshot(e.Name) },
 	})
 	if err != nil {
 		return nil, fmt.Errorf("natsfront: registering service: %w", err)
@@ -87,22 +104,25 @@ func Serve(nc *nats.Conn, k *actors.Kernel, opts Options) (*Front, error) {
 		name, subject, queue string
 		op                   messages.Op
 		handle               handler
+		request, reply       string // message types, for endpoint metadata
 	}
 	node, p := k.Node(), opts.Prefix
 	eps := []ep{
-		{"open", messages.OpenSubject(p), messages.QueueGroup, messages.OpOpen, f.open},
-		{"attach", messages.TurnSubject(p, node, messages.OpAttach), "", messages.OpAttach, f.open},
-		{"list", messages.TurnSubject(p, node, messages.OpList), "", messages.OpList, f.list},
-		{"namespaces", messages.TurnSubject(p, node, messages.OpNamespaces), "", messages.OpNamespaces, f.namespaces},
-		{"update_namespaces", messages.TurnSubject(p, node, messages.OpUpdateNamespaces), "", messages.OpUpdateNamespaces, f.updateNamespaces},
-		{"invoke", messages.TurnSubject(p, node, messages.OpInvoke), "", messages.OpInvoke, f.invoke},
-		{"close", messages.TurnSubject(p, node, messages.OpClose), "", messages.OpClose, f.close},
-		{"oneop_list", messages.OneOpSubject(p, messages.OpList), messages.QueueGroup, messages.OpList, f.list},
-		{"oneop_namespaces", messages.OneOpSubject(p, messages.OpNamespaces), messages.QueueGroup, messages.OpNamespaces, f.namespaces},
-		{"oneop_invoke", messages.OneOpSubject(p, messages.OpInvoke), messages.QueueGroup, messages.OpInvoke, f.invoke},
+		{"open", messages.OpenSubject(p), messages.QueueGroup, messages.OpOpen, f.open, "OpenRequest", "OpenReply"},
+		{"attach", messages.TurnSubject(p, node, messages.OpAttach), "", messages.OpAttach, f.open, "OpenRequest", "OpenReply"},
+		{"list", messages.TurnSubject(p, node, messages.OpList), "", messages.OpList, f.list, "ListRequest", "ListReply"},
+		{"namespaces", messages.TurnSubject(p, node, messages.OpNamespaces), "", messages.OpNamespaces, f.namespaces, "TurnRequest", "NamespacesReply"},
+		{"update_namespaces", messages.TurnSubject(p, node, messages.OpUpdateNamespaces), "", messages.OpUpdateNamespaces, f.updateNamespaces, "UpdateNamespacesRequest", "AckReply"},
+		{"invoke", messages.TurnSubject(p, node, messages.OpInvoke), "", messages.OpInvoke, f.invoke, "InvokeRequest", "InvokeReply"},
+		{"close", messages.TurnSubject(p, node, messages.OpClose), "", messages.OpClose, f.close, "CloseRequest", "AckReply"},
+		{"oneop_list", messages.OneOpSubject(p, messages.OpList), messages.QueueGroup, messages.OpList, f.list, "ListRequest", "ListReply"},
+		{"oneop_namespaces", messages.OneOpSubject(p, messages.OpNamespaces), messages.QueueGroup, messages.OpNamespaces, f.namespaces, "TurnRequest", "NamespacesReply"},
+		{"oneop_invoke", messages.OneOpSubject(p, messages.OpInvoke), messages.QueueGroup, messages.OpInvoke, f.invoke, "InvokeRequest", "InvokeReply"},
 	}
 	for _, e := range eps {
-		opt := []micro.EndpointOpt{micro.WithEndpointSubject(e.subject)}
+		opt := []micro.EndpointOpt{micro.WithEndpointSubject(e.subject), micro.WithEndpointMetadata(map[string]string{
+			"request": e.request, "reply": e.reply, "encoding": "msgpack", "protocol": fmt.Sprint(messages.Version),
+		})}
 		if e.queue != "" {
 			opt = append(opt, micro.WithEndpointQueueGroup(e.queue))
 		} else {
@@ -116,7 +136,8 @@ func Serve(nc *nats.Conn, k *actors.Kernel, opts Options) (*Front, error) {
 		case messages.OpenSubject(p):
 			kind = openSubject
 		}
-		if err := svc.AddEndpoint(e.name, micro.HandlerFunc(func(r micro.Request) { f.dispatch(r, e.op, kind, e.handle) }), opt...); err != nil {
+		f.stats.add(e.name)
+		if err := svc.AddEndpoint(e.name, micro.HandlerFunc(func(r micro.Request) { f.dispatch(r, e.name, e.op, kind, e.handle) }), opt...); err != nil {
 			_ = svc.Stop()
 			return nil, fmt.Errorf("natsfront: endpoint %s: %w", e.name, err)
 		}
@@ -164,12 +185,16 @@ const (
 type subjectKey struct{}
 
 // dispatch bounds concurrency and runs the handler off the subscription.
-func (f *Front) dispatch(r micro.Request, op messages.Op, kind subjectKind, handle handler) {
+func (f *Front) dispatch(r micro.Request, endpoint string, op messages.Op, kind subjectKind, handle handler) {
 	start := time.Now()
+	if r.Reply() == "" {
+		f.noReply.Add(1)
+		return
+	}
 	select {
 	case f.sem <- struct{}{}:
 	default:
-		f.reply(r, op, start, nil, reason.New(reason.Overloaded, "node %s has %d requests in flight", f.k.Node(), cap(f.sem)))
+		f.reply(r, endpoint, op, start, nil, reason.New(reason.Overloaded, "node %s has %d requests in flight", f.k.Node(), cap(f.sem)))
 		return
 	}
 	data := r.Data()
@@ -178,28 +203,81 @@ func (f *Front) dispatch(r micro.Request, op messages.Op, kind subjectKind, hand
 		defer f.wg.Done()
 		defer func() { <-f.sem }()
 		if max := f.opts.Limits.MaxBytes; max > 0 && len(data) > max {
-			f.reply(r, op, start, nil, reason.New(reason.InvalidRequest, "frame of %d bytes exceeds %d", len(data), max))
+			f.reply(r, endpoint, op, start, nil, reason.New(reason.InvalidRequest, "frame of %d bytes exceeds %d", len(data), max))
 			return
 		}
 		msg, err := handle(context.WithValue(context.Background(), subjectKey{}, kind), data)
-		f.reply(r, op, start, msg, err)
+		f.reply(r, endpoint, op, start, msg, err)
 	})
 }
 
-func (f *Front) reply(r micro.Request, op messages.Op, start time.Time, msg messages.Message, err error) {
+// reply answers a request: every request gets an answer. A reply the bus
+// cannot carry (larger than its max payload) is replaced by a
+// result_too_large error reply; a reply the bus refuses is retried once in
+// its small error form. Error replies carry the micro error headers
+// (Nats-Service-Error, Nats-Service-Error-Code: the reason code).
+func (f *Front) reply(r micro.Request, endpoint string, op messages.Op, start time.Time, msg messages.Message, err error) {
 	var b []byte
+	var e *messages.Error
 	if err != nil {
+		e = messages.ErrorOf(err)
 		b = errorReply(op, err)
 	} else {
 		b = encode(msg)
+		if rep, ok := msg.(messages.Reply); ok {
+			e = rep.ReplyError()
+		}
 	}
-	if rerr := r.Respond(b); rerr != nil && !errors.Is(rerr, nats.ErrConnectionClosed) {
-		f.opts.Logger.Warn("natsfront: reply failed", "op", op, "err", rerr)
+	if f.maxPayload > 0 && len(b) > f.maxPayload-replyHeadroom {
+		tooLarge := reason.New(reason.ResultTooLarge, "the %s reply is %d bytes; the bus carries at most %d", op, len(b), f.maxPayload)
+		e, b = messages.ErrorOf(tooLarge), errorReply(op, tooLarge)
+		f.opts.Logger.Warn("natsfront: reply too large for the bus; answered result_too_large", "op", op, "bytes", len(b))
 	}
+	if perr := f.respond(r, b, e); perr != nil && !errors.Is(perr, nats.ErrConnectionClosed) {
+		failed := reason.New(reason.Internal, "the node could not send its %s reply: %v", op, perr)
+		e = messages.ErrorOf(failed)
+		if perr2 := f.respond(r, errorReply(op, failed), e); perr2 != nil {
+			f.sendFailures.Add(1)
+			f.opts.Logger.Warn("natsfront: reply failed", "op", op, "err", perr, "retry", perr2)
+		}
+	}
+	code := reason.Code("")
+	if e != nil {
+		code = reason.Code(e.Code)
+	}
+	d := time.Since(start)
+	f.stats.observe(endpoint, code, d)
 	if f.opts.Observe != nil {
-		f.opts.Observe(op, reason.Of(err), time.Since(start))
+		f.opts.Observe(op, code, d)
 	}
 }
+
+// replyHeadroom is what a reply leaves of the bus's max payload for the
+// NATS headers it may carry.
+const replyHeadroom = 1024
+
+// respond publishes b to the request's reply subject, with the micro error
+// headers when e is set. (Published directly: the micro request's own
+// Respond records its outcome in a field micro reads when the handler
+// returns, which here is at hand-off, before the reply.)
+func (f *Front) respond(r micro.Request, b []byte, e *messages.Error) error {
+	m := &nats.Msg{Subject: r.Reply(), Data: b}
+	if e != nil {
+		desc := e.Message
+		if desc == "" {
+			desc = e.Code
+		}
+		if len(desc) > 256 {
+			desc = desc[:256]
+		}
+		m.Header = nats.Header{micro.ErrorHeader: []string{desc}, micro.ErrorCodeHeader: []string{e.Code}}
+	}
+	return f.nc.PublishMsg(m)
+}
+
+// NoReplyDropped is how many requests came without a reply subject and
+// were dropped unhandled.
+func (f *Front) NoReplyDropped() int64 { return f.noReply.Load() }
 
 // requestContext derives the operation's context from the caller's timeout.
 func (f *Front) requestContext(parent context.Context, timeoutMs uint32) (context.Context, context.CancelFunc) {

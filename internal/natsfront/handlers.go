@@ -2,8 +2,10 @@ package natsfront
 
 import (
 	"context"
+	"errors"
 	"time"
 
+	"github.com/sharedos/sharedos/actors"
 	"github.com/sharedos/sharedos/authority"
 	"github.com/sharedos/sharedos/messages"
 	"github.com/sharedos/sharedos/reason"
@@ -89,17 +91,20 @@ func (f *Front) open(ctx context.Context, data []byte) (messages.Message, error)
 }
 
 func (f *Front) list(ctx context.Context, data []byte) (messages.Message, error) {
-	var req messages.TurnRequest
+	var req messages.ListRequest
 	ctx, cancel, access, err := f.admit(ctx, data, &req)
 	if err != nil {
 		return nil, err
 	}
 	defer cancel()
-	l, err := f.k.ListTools(ctx, access)
+	l, err := f.k.ListToolsPage(ctx, access, actors.ListPage{After: req.Cursor})
 	if err != nil {
 		return nil, err
 	}
-	rep := &messages.ListReply{V: messages.Version, CatalogHash: l.CatalogHash, Tools: make([]messages.Tool, len(l.Tools))}
+	rep := &messages.ListReply{V: messages.Version, CatalogHash: l.CatalogHash, Tools: make([]messages.Tool, len(l.Tools)), NextCursor: l.NextCursor}
+	for _, d := range l.Degraded {
+		rep.Degraded = append(rep.Degraded, messages.ProviderFailure{Provider: d.Provider, Status: d.Status, Code: d.Reason, Message: d.Error})
+	}
 	for i, t := range l.Tools {
 		rep.Tools[i] = messages.Tool{
 			Alias: t.Alias, Provider: t.Identity.Provider, Name: t.Identity.Name, Namespace: t.Namespace, Revision: t.Revision,
@@ -149,7 +154,17 @@ func (f *Front) invoke(ctx context.Context, data []byte) (messages.Message, erro
 	defer cancel()
 	res, err := f.k.Invoke(ctx, access, req.Tool, req.Args)
 	if err != nil {
-		return nil, err
+		var ce *actors.CallError
+		if !errors.As(err, &ce) {
+			return nil, err
+		}
+		// A refusal or failure the turn recorded: say which call it was.
+		rep := &messages.InvokeReply{V: messages.Version, Error: messages.ErrorOf(ce.Err), CallID: ce.CallID, CatalogHash: ce.CatalogHash, Alias: req.Tool}
+		if ce.Dispatch != actors.DispatchUnknown {
+			d := ce.Dispatch == actors.Dispatched
+			rep.Dispatched = &d
+		}
+		return rep, nil
 	}
 	return &messages.InvokeReply{
 		V: messages.Version, CallID: res.CallID, CatalogHash: res.CatalogHash, Alias: res.Alias,
