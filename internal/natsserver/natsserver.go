@@ -17,9 +17,12 @@ import (
 
 // Defaults applied by Start to zero-valued Options fields.
 const (
-	DefaultHost         = "127.0.0.1"
-	DefaultServerName   = "sharedos-embedded"
-	DefaultMaxPayload   = int32(server.MAX_PAYLOAD_SIZE) // 1 MiB, the nats-server default
+	DefaultHost       = "127.0.0.1"
+	DefaultServerName = "sharedos-embedded"
+	DefaultMaxPayload = int32(server.MAX_PAYLOAD_SIZE) // 1 MiB, the nats-server default
+	// MaxPayloadLimit is the largest MaxPayload: nats-server refuses a
+	// max_payload above its max_pending, 64 MiB by default.
+	MaxPayloadLimit     = int32(server.MAX_PENDING_SIZE)
 	DefaultReadyTimeout = 10 * time.Second
 	// DefaultClientName is the connection name Connect and ConnectInProcess
 	// give their connections unless the caller passes nats.Name.
@@ -85,8 +88,9 @@ type Options struct {
 	// writes in between are flushed together (far higher throughput than
 	// SyncAlways). 0 keeps the nats-server default.
 	SyncInterval time.Duration
-	// MaxPayload is the largest message the server accepts. 0 means the
-	// nats-server default of 1 MiB (DefaultMaxPayload).
+	// MaxPayload is the largest message the server accepts (headers and
+	// data). 0 means the nats-server default of 1 MiB (DefaultMaxPayload);
+	// at most MaxPayloadLimit (64 MiB).
 	MaxPayload int32
 	// ReadyTimeout bounds how long Start waits for the server to accept
 	// connections. Default 10s.
@@ -116,8 +120,8 @@ func (o Options) Validate() error {
 	if o.JetStream && o.StoreDir == "" {
 		return fmt.Errorf("%w: %w", ErrInvalidOptions, ErrStoreDirRequired)
 	}
-	if o.MaxPayload < 0 {
-		return fmt.Errorf("%w: negative MaxPayload %d", ErrInvalidOptions, o.MaxPayload)
+	if o.MaxPayload < 0 || o.MaxPayload > MaxPayloadLimit {
+		return fmt.Errorf("%w: MaxPayload %d out of range (0 for the default, else 1-%d)", ErrInvalidOptions, o.MaxPayload, MaxPayloadLimit)
 	}
 	if o.ReadyTimeout < 0 {
 		return fmt.Errorf("%w: negative ReadyTimeout %s", ErrInvalidOptions, o.ReadyTimeout)
@@ -256,6 +260,9 @@ func Start(opts Options) (*Server, error) {
 
 // ClientURL returns the nats:// URL clients connect to, with the bound port.
 func (s *Server) ClientURL() string { return s.clientURL }
+
+// MaxPayload is the largest message the server accepts.
+func (s *Server) MaxPayload() int32 { return s.opts.MaxPayload }
 
 // JetStreamEnabled reports whether JetStream is running on this server.
 func (s *Server) JetStreamEnabled() bool { return s.ns.JetStreamEnabled() }

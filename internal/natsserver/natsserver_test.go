@@ -160,6 +160,19 @@ func TestMaxPayloadOption(t *testing.T) {
 	if err := nc.Publish("big", make([]byte, 4097)); !errors.Is(err, nats.ErrMaxPayload) {
 		t.Fatalf("Publish(4097 bytes) err = %v, want ErrMaxPayload", err)
 	}
+	if s.MaxPayload() != 4096 {
+		t.Fatalf("Server.MaxPayload = %d", s.MaxPayload())
+	}
+	// The largest payload Validate lets through is one nats-server takes.
+	top := startT(t, Options{MaxPayload: MaxPayloadLimit})
+	tc, err := top.ConnectInProcess()
+	if err != nil {
+		t.Fatalf("ConnectInProcess: %v", err)
+	}
+	defer tc.Close()
+	if got := tc.MaxPayload(); got != int64(MaxPayloadLimit) {
+		t.Fatalf("MaxPayload = %d, want %d", got, MaxPayloadLimit)
+	}
 }
 
 func TestJetStreamDurableAcrossRestart(t *testing.T) {
@@ -249,6 +262,7 @@ func TestJetStreamDurableAcrossRestart(t *testing.T) {
 func TestValidate(t *testing.T) {
 	ok := []Options{
 		{},
+		{MaxPayload: MaxPayloadLimit},
 		{Host: "127.0.0.1"},
 		{Host: "127.0.0.2"},
 		{Host: "localhost"},
@@ -285,6 +299,7 @@ func TestValidate(t *testing.T) {
 		{Port: 65536},
 		{ServerName: "has space"},
 		{MaxPayload: -1},
+		{MaxPayload: MaxPayloadLimit + 1},
 		{ReadyTimeout: -time.Second},
 	}
 	for _, o := range bad {
