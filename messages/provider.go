@@ -22,11 +22,20 @@ func ProviderInvokeSubject(prefix, provider string) string {
 func ProviderQueueGroup(provider string) string { return "sharedos-provider-" + provider }
 
 // ProviderCatalogRequest asks for the tools offered to an access context.
+// A catalogue comes in pages: the first request has no Cursor; each reply
+// with a NextCursor is followed by a request carrying it, until a reply
+// has none.
 type ProviderCatalogRequest struct {
 	V         int    `msgpack:"v"`
 	Access    Access `msgpack:"access"`
 	TimeoutMs uint32 `msgpack:"timeout_ms,omitempty"`
+	// Cursor is the NextCursor of the previous page; empty for the first.
+	Cursor string `msgpack:"cursor,omitempty"`
 }
+
+// MaxCursorBytes bounds a catalogue cursor; a node refuses a longer
+// NextCursor (provider_error).
+const MaxCursorBytes = 1024
 
 // ProviderTool is one tool a provider offers. Schemas and annotations are
 // JSON documents. Revision is the provider's own token for this exact
@@ -54,6 +63,8 @@ type ProviderCatalogReply struct {
 	TTLMs uint32 `msgpack:"ttl_ms,omitempty"`
 	// Scope: "principal" (default), "tenant" or "global".
 	Scope string `msgpack:"scope,omitempty"`
+	// NextCursor, when set, names the next page of the same catalogue.
+	NextCursor string `msgpack:"next_cursor,omitempty"`
 }
 
 // ProviderInvokeRequest executes one tool at the revision a turn pinned.

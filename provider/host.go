@@ -2,10 +2,15 @@ package provider
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"regexp"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,17 +28,21 @@ var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
 
 // Host serves one provider over NATS.
 type Host struct {
-	id       string
-	nc       *nats.Conn
-	opts     Options
-	p        Provider
-	system   *actor.ActorSystem
-	pid      *actor.PID
-	subs     []*nats.Subscription
-	norm     *catalog.Normalizer
-	inflight atomic.Int64
-	wg       sync.WaitGroup
-	once     sync.Once
+	id     string
+	nc     *nats.Conn
+	opts   Options
+	p      Provider
+	system *actor.ActorSystem
+	pid    *actor.PID
+	subs   []*nats.Subscription
+	// norm holds every tool of a catalogue as large as a node takes, so
+	// the pages of one catalogue do not normalize it again.
+	norm *catalog.Normalizer
+	// pageBytes bounds the tools' share of a catalogue page (see page).
+	pageBytes int
+	inflight  atomic.Int64
+	wg        sync.WaitGroup
+	once      sync.Once
 }
 
 // Serve starts serving p as provider id on nc and returns once the
@@ -55,7 +64,10 @@ func Serve(nc *nats.Conn, id string, p Provider, opts *Options) (*Host, error) {
 	if o.MaxConcurrent == 0 {
 		o.MaxConcurrent = 1024
 	}
-	h := &Host{id: id, nc: nc, opts: o, p: p, norm: catalog.NewNormalizer(o.Limits, 1024)}
+	if o.PageTools <= 0 {
+		o.PageTools = DefaultPageTools
+	}
+	h := &Host{id: id, nc: nc, opts: o, p: p, norm: catalog.NewNormalizer(o.Limits, 2*providers.MaxCatalogTools), pageBytes: pageBytes(nc, o.PageBytes)}
 	log := o.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -106,6 +118,21 @@ func (h *Host) Stop(ctx context.Context) error {
 	return err
 }
 
+// pageBytes is the byte budget of a page's tools: the option if set,
+// else the connection's max payload less an eighth (at least 4 KiB) for
+// the rest of the reply and NATS headers.
+func pageBytes(nc *nats.Conn, opt int) int {
+	limit := int(nc.MaxPayload())
+	if limit <= 0 {
+		limit = 1 << 20
+	}
+	budget := limit - max(4096, limit/8)
+	if opt > 0 && opt < budget {
+		budget = opt
+	}
+	return max(budget, 1)
+}
+
 func (h *Host) shutdown() {
 	_ = h.system.Root.StopFuture(h.pid).Wait()
 	h.system.Shutdown()
@@ -150,6 +177,15 @@ func (h *Host) onCatalog(m *nats.Msg) {
 		h.respond(m, &messages.ProviderCatalogReply{V: messages.Version, Error: &messages.Error{Code: string(reason.InvalidRequest), Message: err.Error()}})
 		return
 	}
+	var from pageCursor
+	if req.Cursor != "" {
+		var ok bool
+		if from, ok = parseCursor(req.Cursor); !ok {
+			h.respond(m, &messages.ProviderCatalogReply{V: messages.Version, Error: &messages.Error{Code: string(reason.InvalidRequest),
+				Message: fmt.Sprintf("provider %s: malformed catalogue cursor", h.id)}})
+			return
+		}
+	}
 	if !h.admit() {
 		h.respond(m, &messages.ProviderCatalogReply{V: messages.Version, Error: &messages.Error{Code: string(reason.Overloaded), Message: "provider busy"}})
 		return
@@ -163,19 +199,125 @@ func (h *Host) onCatalog(m *nats.Msg) {
 			h.respond(m, &messages.ProviderCatalogReply{V: messages.Version, Error: wireError(err)})
 			return
 		}
+		page, next, err := h.page(tools, req.Cursor != "", from)
+		if err != nil {
+			h.respond(m, &messages.ProviderCatalogReply{V: messages.Version, Error: messages.ErrorOf(err)})
+			return
+		}
 		// The ledger records what was advertised before the node can see it.
-		_, _ = h.system.Root.RequestFuture(h.pid, &advertise{tools: tools, at: time.Now()}, 5*time.Second).Result()
-		rep := &messages.ProviderCatalogReply{V: messages.Version, TTLMs: uint32(h.opts.TTL.Milliseconds()), Scope: h.opts.Scope}
-		for _, t := range tools {
-			d := t.tool.Definition()
-			rep.Tools = append(rep.Tools, messages.ProviderTool{
-				Name: d.Name, Namespace: d.Namespace, Description: d.Description, InputSchema: d.InputSchema,
-				OutputSchema: d.OutputSchema, Annotations: d.Annotations, Capability: d.Capability,
-				Requirement: d.Requirement, Revision: t.tool.Revision,
-			})
+		_, _ = h.system.Root.RequestFuture(h.pid, &advertise{tools: page, at: time.Now()}, 5*time.Second).Result()
+		rep := &messages.ProviderCatalogReply{V: messages.Version, TTLMs: uint32(h.opts.TTL.Milliseconds()), Scope: h.opts.Scope, NextCursor: next}
+		rep.Tools = make([]messages.ProviderTool, 0, len(page))
+		for _, t := range page {
+			rep.Tools = append(rep.Tools, wireTool(t.tool))
 		}
 		h.respond(m, rep)
 	}()
+}
+
+func wireTool(t *catalog.Tool) messages.ProviderTool {
+	d := t.Definition()
+	return messages.ProviderTool{
+		Name: d.Name, Namespace: d.Namespace, Description: d.Description, InputSchema: d.InputSchema,
+		OutputSchema: d.OutputSchema, Annotations: d.Annotations, Capability: d.Capability,
+		Requirement: d.Requirement, Revision: t.Revision,
+	}
+}
+
+// Paging. The catalogue is computed afresh for every page (any instance
+// can serve any page; nothing is kept between requests) and ordered by
+// tool name. A cursor names the offset of the next page and the snapshot
+// it belongs to: a hash of the revisions of the whole ordered catalogue.
+// If the catalogue computed for a later page hashes differently, it
+// changed between pages, and the page is refused capability_changed
+// instead of mixing two catalogues; the node starts again from the first
+// page.
+
+// pageCursor is a parsed cursor: "c1.<offset>.<snapshot>", the offset in
+// decimal and the snapshot 32 lowercase hex digits.
+type pageCursor struct {
+	offset   int
+	snapshot string
+}
+
+func (c pageCursor) String() string { return "c1." + strconv.Itoa(c.offset) + "." + c.snapshot }
+
+func parseCursor(s string) (pageCursor, bool) {
+	rest, ok := strings.CutPrefix(s, "c1.")
+	if !ok {
+		return pageCursor{}, false
+	}
+	off, snap, ok := strings.Cut(rest, ".")
+	if !ok || len(off) == 0 || len(off) > 9 || len(snap) != 32 {
+		return pageCursor{}, false
+	}
+	n := 0
+	for _, c := range []byte(off) {
+		if c < '0' || c > '9' {
+			return pageCursor{}, false
+		}
+		n = n*10 + int(c-'0')
+	}
+	for _, c := range []byte(snap) {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return pageCursor{}, false
+		}
+	}
+	if n == 0 {
+		return pageCursor{}, false
+	}
+	return pageCursor{offset: n, snapshot: snap}, true
+}
+
+// snapshotOf hashes the ordered catalogue's revisions (each revision is
+// the SHA-256 of the tool's canonical contract, name included).
+func snapshotOf(tools []normalized) string {
+	hash := sha256.New()
+	for _, t := range tools {
+		hash.Write([]byte(t.tool.Revision))
+		hash.Write([]byte{0})
+	}
+	return hex.EncodeToString(hash.Sum(nil)[:16])
+}
+
+// wireSize bounds the encoded size of a tool's catalogue entry: its
+// strings and documents plus, for each of its nine keys, the key and the
+// largest value header.
+func wireSize(t *catalog.Tool) int {
+	d := t.Definition()
+	return 9*(16+5) + len(d.Name) + len(d.Namespace) + len(d.Description) + len(d.InputSchema) + len(d.OutputSchema) +
+		len(d.Annotations) + len(d.Capability) + len(d.Requirement) + len(t.Revision)
+}
+
+// page orders tools by name and returns the page a request asks for (the
+// first when it carries no cursor) and the cursor of the next page, if any.
+func (h *Host) page(tools []normalized, paging bool, from pageCursor) ([]normalized, string, error) {
+	slices.SortStableFunc(tools, func(a, b normalized) int { return strings.Compare(a.tool.Identity.Name, b.tool.Identity.Name) })
+	snapshot := snapshotOf(tools)
+	start := 0
+	if paging {
+		if from.snapshot != snapshot {
+			return nil, "", reason.New(reason.CapabilityChanged, "provider %s: the catalogue changed since its first page; start again", h.id)
+		}
+		if from.offset >= len(tools) {
+			return nil, "", reason.New(reason.InvalidRequest, "provider %s: catalogue cursor beyond the catalogue", h.id)
+		}
+		start = from.offset
+	}
+	end, size := start, 0
+	for end < len(tools) && end-start < h.opts.PageTools {
+		n := wireSize(tools[end].tool)
+		if end > start && size+n > h.pageBytes {
+			break
+		}
+		size += n
+		end++
+	}
+	next := ""
+	if end < len(tools) {
+		next = pageCursor{offset: end, snapshot: snapshot}.String()
+	}
+	return tools[start:end], next, nil
 }
 
 // normalized is a tool with its normalized contract.

@@ -108,4 +108,14 @@ type Options struct {
 	// node's rules, so a bad definition fails here, loudly, not silently
 	// at the node).
 	Limits catalog.Limits
+	// PageTools bounds the tools in one catalogue page. Default
+	// DefaultPageTools.
+	PageTools int
+	// PageBytes bounds the encoded size of one page's tools. Default, and
+	// ceiling: the connection's max payload less an eighth (at least
+	// 4 KiB) for the rest of the reply.
+	PageBytes int
 }
+
+// DefaultPageTools is the default bound on the tools in one catalogue page.
+const DefaultPageTools = 500
