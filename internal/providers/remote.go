@@ -3,6 +3,8 @@ package providers
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -14,30 +16,123 @@ import (
 )
 
 // Remote is the node's proxy for a provider reached over NATS. Safe for
-// concurrent use; it holds no state beyond its connection.
+// concurrent use.
 //
 // Failures are classified: no responders → provider_unavailable; the
 // deadline passing → provider_timeout; a reply that does not decode →
 // provider_error ("malformed reply"); an error the provider returns keeps
 // its code when it is a provider code (capability_changed, overloaded, …)
 // and is provider_error otherwise.
+//
+// Remote tracks whether the provider is up and logs when that changes
+// (see State), so a provider that is down is logged once, not once per turn.
 type Remote struct {
-	id     string
-	nc     *nats.Conn
-	prefix string
-	limits messages.Limits
+	id       string
+	nc       *nats.Conn
+	prefix   string
+	limits   messages.Limits
+	log      *slog.Logger
+	maxTools int
+
+	mu    sync.Mutex
+	state ProviderState
+}
+
+// The bounds on one provider's catalogue, however it is paged. Beyond
+// either, Catalog fails with provider_error.
+const (
+	// MaxCatalogTools bounds the tools of one provider's catalogue.
+	MaxCatalogTools = 10000
+	// MaxCatalogPages bounds the pages Catalog asks for; a provider whose
+	// pagination does not end is cut off by it.
+	MaxCatalogPages = 1000
+	// catalogRestarts is how many times Catalog starts paging again when
+	// the catalogue changed between pages.
+	catalogRestarts = 2
+)
+
+// RemoteOption configures NewRemote.
+type RemoteOption func(*Remote)
+
+// WithLogger sets where state changes are logged (default slog.Default()).
+func WithLogger(l *slog.Logger) RemoteOption {
+	return func(r *Remote) {
+		if l != nil {
+			r.log = l
+		}
+	}
+}
+
+// WithMaxCatalogTools lowers (or raises) the MaxCatalogTools bound.
+func WithMaxCatalogTools(n int) RemoteOption {
+	return func(r *Remote) {
+		if n > 0 {
+			r.maxTools = n
+		}
+	}
 }
 
 // NewRemote returns the proxy for provider id under prefix.
-func NewRemote(nc *nats.Conn, id, prefix string) *Remote {
+func NewRemote(nc *nats.Conn, id, prefix string, opts ...RemoteOption) *Remote {
 	lim := messages.DefaultLimits()
-	lim.MaxBytes = 8 << 20 // a catalogue of many large schemas
+	lim.MaxBytes = 8 << 20 // a catalogue page of many large schemas
 	lim.MaxItems = 1 << 20
-	return &Remote{id: id, nc: nc, prefix: prefix, limits: lim}
+	r := &Remote{id: id, nc: nc, prefix: prefix, limits: lim, log: slog.Default(), maxTools: MaxCatalogTools}
+	for _, o := range opts {
+		o(r)
+	}
+	return r
 }
 
 // ID returns the provider id.
 func (r *Remote) ID() string { return r.id }
+
+// ProviderState is what the node last learned of a provider.
+type ProviderState struct {
+	// Known is false until a catalogue request (or a call finding no
+	// instance) has completed.
+	Known bool
+	// Up: the last catalogue request succeeded.
+	Up bool
+	// Class is the failure class while down (provider_unavailable,
+	// provider_timeout, provider_error, …).
+	Class reason.Code
+	// Since is when the provider entered this state.
+	Since time.Time
+}
+
+// State returns the provider's state as last observed.
+func (r *Remote) State() ProviderState {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.state
+}
+
+// observe records the outcome of a request that tells whether the
+// provider serves, and logs a change of state once: down (with its class),
+// a change of class while down, up again. Outcomes the caller caused (its
+// context cancelled) tell nothing and are ignored.
+func (r *Remote) observe(ctx context.Context, err error) {
+	if err != nil && errors.Is(ctx.Err(), context.Canceled) {
+		return
+	}
+	next := ProviderState{Known: true, Up: err == nil}
+	if err != nil {
+		next.Class = Classify(err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.state.Known && r.state.Up == next.Up && r.state.Class == next.Class {
+		return
+	}
+	next.Since = time.Now()
+	r.state = next
+	if next.Up {
+		r.log.Info("provider up", "provider", r.id)
+		return
+	}
+	r.log.Warn("provider down", "provider", r.id, "reason", string(next.Class), "err", err)
+}
 
 func timeoutMs(ctx context.Context) uint32 {
 	if dl, ok := ctx.Deadline(); ok {
@@ -46,25 +141,79 @@ func timeoutMs(ctx context.Context) uint32 {
 	return 0
 }
 
-// Catalog asks the provider for the context's tools.
+// Catalog asks the provider for the context's tools, following its pages
+// to the end within ctx. A catalogue that changed between pages is asked
+// again from the first page (at most catalogRestarts times); more than
+// MaxCatalogTools tools, more than MaxCatalogPages pages or a cursor that
+// repeats fail with provider_error.
 func (r *Remote) Catalog(ctx context.Context, access authority.AccessContext) (Catalog, error) {
-	var rep messages.ProviderCatalogReply
-	if err := r.request(ctx, messages.ProviderCatalogSubject(r.prefix, r.id),
-		&messages.ProviderCatalogRequest{V: messages.Version, Access: messages.AccessOf(access), TimeoutMs: timeoutMs(ctx)}, &rep); err != nil {
+	var (
+		out Catalog
+		err error
+	)
+	for attempt := 0; ; attempt++ {
+		var changed bool
+		out, changed, err = r.pages(ctx, access)
+		if !changed {
+			break
+		}
+		if attempt == catalogRestarts {
+			err = reason.New(reason.ProviderError, "provider %s: the catalogue changed while it was paged, %d times", r.id, attempt+1)
+			break
+		}
+	}
+	r.observe(ctx, err)
+	if err != nil {
 		return Catalog{}, err
 	}
-	if rep.Error != nil {
-		return Catalog{}, providerError(r.id, rep.Error)
-	}
-	out := Catalog{Freshness: Freshness{TTL: time.Duration(rep.TTLMs) * time.Millisecond, Scope: rep.Scope}}
-	for _, t := range rep.Tools {
-		out.Definitions = append(out.Definitions, catalog.Definition{
-			Name: t.Name, Namespace: t.Namespace, Description: t.Description, InputSchema: t.InputSchema,
-			OutputSchema: t.OutputSchema, Annotations: t.Annotations, Capability: t.Capability,
-			Requirement: t.Requirement, Token: t.Revision,
-		})
-	}
 	return out, nil
+}
+
+// pages reads one catalogue from its first page to its last; changed
+// reports that the provider refused a later page because the catalogue
+// moved on.
+func (r *Remote) pages(ctx context.Context, access authority.AccessContext) (out Catalog, changed bool, err error) {
+	wire := messages.AccessOf(access)
+	cursor := ""
+	seen := map[string]bool{}
+	for page := 0; ; page++ {
+		if page == MaxCatalogPages {
+			return Catalog{}, false, reason.New(reason.ProviderError, "provider %s: catalogue of more than %d pages", r.id, MaxCatalogPages)
+		}
+		var rep messages.ProviderCatalogReply
+		if err := r.request(ctx, messages.ProviderCatalogSubject(r.prefix, r.id),
+			&messages.ProviderCatalogRequest{V: messages.Version, Access: wire, TimeoutMs: timeoutMs(ctx), Cursor: cursor}, &rep); err != nil {
+			return Catalog{}, false, err
+		}
+		if rep.Error != nil {
+			err := providerError(r.id, rep.Error)
+			return Catalog{}, page > 0 && reason.Of(err) == reason.CapabilityChanged, err
+		}
+		if page == 0 {
+			out.Freshness = Freshness{TTL: time.Duration(rep.TTLMs) * time.Millisecond, Scope: rep.Scope}
+		}
+		if len(out.Definitions)+len(rep.Tools) > r.maxTools {
+			return Catalog{}, false, reason.New(reason.ProviderError, "provider %s: catalogue of more than %d tools", r.id, r.maxTools)
+		}
+		for _, t := range rep.Tools {
+			out.Definitions = append(out.Definitions, catalog.Definition{
+				Name: t.Name, Namespace: t.Namespace, Description: t.Description, InputSchema: t.InputSchema,
+				OutputSchema: t.OutputSchema, Annotations: t.Annotations, Capability: t.Capability,
+				Requirement: t.Requirement, Token: t.Revision,
+			})
+		}
+		switch next := rep.NextCursor; {
+		case next == "":
+			return out, false, nil
+		case len(next) > messages.MaxCursorBytes:
+			return Catalog{}, false, reason.New(reason.ProviderError, "provider %s: catalogue cursor of %d bytes; limit %d", r.id, len(next), messages.MaxCursorBytes)
+		case seen[next] || next == cursor:
+			return Catalog{}, false, reason.New(reason.ProviderError, "provider %s: catalogue cursor repeated; pagination does not end", r.id)
+		default:
+			seen[next] = true
+			cursor = next
+		}
+	}
 }
 
 // Invoke asks the provider to execute a tool at the pinned revision.
@@ -78,6 +227,9 @@ func (r *Remote) Invoke(ctx context.Context, call Call) (Result, error) {
 		V: messages.Version, Access: messages.AccessOf(call.Access), CallID: call.CallID, Tool: call.Tool.Name,
 		Revision: rev, Args: call.Arguments, Resource: call.Resource, TimeoutMs: timeoutMs(ctx),
 	}, &rep); err != nil {
+		if reason.Of(err) == reason.ProviderUnavailable {
+			r.observe(ctx, err) // no instance at all: down, whatever the catalogue said
+		}
 		return Result{}, err
 	}
 	if rep.Error != nil {
