@@ -42,6 +42,7 @@ func Rows() []Row {
 	return []Row{
 		catalogueMovedMidTurn, grantExpiresMidTurn, namespaceToggledMidTurn, toolAddedMidTurn,
 		stepCeiling, oneOperationTurn, providerCalledOncePerTurn, catalogHashJoins, contractChangedBeforeCall,
+		decidedAtTheInstant,
 	}
 }
 
@@ -394,5 +395,74 @@ var contractChangedBeforeCall = Row{
 		}
 		_, err = h.D.Invoke(ctx, who, "notion_search", searchArgs("acme"))
 		return refused("call the changed tool", err, reason.CapabilityChanged)
+	},
+}
+
+// waitForCatalogCall waits until the notion provider was asked for its
+// catalogue more than before times: the first need reached the provider.
+func waitForCatalogCall(ctx context.Context, h *H, before int64) error {
+	for h.F.Notion.CatalogCalls() <= before {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the first resolution never started: %w", ctx.Err())
+		case <-time.After(time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// gatedInvoke starts an invoke that becomes the turn's first need, held
+// behind a gated resolution; the clock is moved by during while it waits.
+func gatedInvoke(ctx context.Context, h *H, who authority.AccessContext, during time.Duration) error {
+	release := h.F.Notion.Gate()
+	defer release()
+	before := h.F.Notion.CatalogCalls()
+	done := make(chan error, 1)
+	go func() {
+		_, err := h.D.Invoke(ctx, who, "notion_search", searchArgs("acme"))
+		done <- err
+	}()
+	if err := waitForCatalogCall(ctx, h, before); err != nil {
+		return err
+	}
+	h.F.Clock.Advance(during)
+	release()
+	return <-done
+}
+
+var decidedAtTheInstant = Row{
+	Name:    "decided-at-the-instant",
+	Probe:   "bob's call admitted at T0+50m waits behind the first resolution until T0+55m: allowed",
+	Attack:  "a call admitted at T0+59m that waits until T0+120m, past the grant's expiry at T0+60m",
+	Want:    reason.NotDiscoverable,
+	Disable: func(s *turn.Switches) { s.StampAtAdmission = true },
+	Run: func(ctx context.Context, h *H) error {
+		first, _, err := open(ctx, h, Bob)
+		if err != nil {
+			return err
+		}
+		h.F.Clock.Advance(50 * time.Minute)
+		if err := gatedInvoke(ctx, h, first, 5*time.Minute); err != nil {
+			return probe("call decided inside the window", err)
+		}
+		second, _, err := open(ctx, h, Bob)
+		if err != nil {
+			return err
+		}
+		h.F.Clock.Advance(4 * time.Minute) // T0+59m
+		err = gatedInvoke(ctx, h, second, 61*time.Minute)
+		if e := refused("call decided after the lapse", err, reason.NotDiscoverable); e != nil {
+			return e
+		}
+		// Within each turn, event times never decrease with seq.
+		for _, id := range []string{first.TurnID, second.TurnID} {
+			evs := h.F.Sink.Events(id)
+			for i := 1; i < len(evs); i++ {
+				if evs[i].Time.Before(evs[i-1].Time) {
+					return fmt.Errorf("turn %s: seq %d %s @%s precedes seq %d @%s", id, evs[i].Seq, evs[i].Type, evs[i].Time, evs[i-1].Seq, evs[i-1].Time)
+				}
+			}
+		}
+		return nil
 	},
 }
