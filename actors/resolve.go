@@ -17,9 +17,9 @@ import (
 	"github.com/sharedos/sharedos/turn"
 )
 
-// maxToolsPerProvider bounds one provider's catalogue; beyond it the
-// answer is refused as malformed rather than truncated.
-const maxToolsPerProvider = 1024
+// maxToolsPerProvider bounds one provider's catalogue (every page of it);
+// beyond it the answer is refused as malformed rather than truncated.
+const maxToolsPerProvider = providers.MaxCatalogTools
 
 // resolve derives a turn's catalogue and authority: every provider is asked
 // once, concurrently, each within ResolveTimeout. A provider that fails is
