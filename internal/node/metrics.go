@@ -26,7 +26,10 @@ type metrics struct {
 	auditFailures prometheus.Counter
 }
 
-func newMetrics(openTurns func() float64) *metrics {
+// newMetrics builds the instruments. The latency histograms' buckets reach
+// past the configured timeouts (see timeBuckets): a call can last up to
+// callTimeout, a request up to resolveTimeout+callTimeout.
+func newMetrics(openTurns func() float64, resolveTimeout, callTimeout time.Duration) *metrics {
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -34,14 +37,14 @@ func newMetrics(openTurns func() float64) *metrics {
 		}, []string{"op", "code"}),
 		requestTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "sharedos_request_duration_seconds", Help: "Time from receiving a request to replying, by operation.",
-			Buckets: prometheus.ExponentialBuckets(20e-6, 2, 18),
+			Buckets: timeBuckets(20e-6, resolveTimeout+callTimeout),
 		}, []string{"op"}),
 		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sharedos_calls_total", Help: "Tool calls by outcome (ok, tool_error, failed, denied) and reason code.",
 		}, []string{"outcome", "reason"}),
 		callTime: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "sharedos_call_duration_seconds", Help: "Execution time of allowed calls, from decision to completion.",
-			Buckets: prometheus.ExponentialBuckets(20e-6, 2, 20),
+			Buckets: timeBuckets(20e-6, callTimeout),
 		}),
 		resolutions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sharedos_provider_resolutions_total", Help: "Provider catalogue resolutions by provider and status (ok, partial, failed) and reason.",
@@ -62,6 +65,26 @@ func newMetrics(openTurns func() float64) *metrics {
 	return m
 }
 
+// timeBuckets are latency buckets from first (seconds) doubling up to the
+// timeout, then the timeout itself and twice it: what ran into its timeout
+// is told apart (le=timeout) from what finished just before, and an overrun
+// still lands in a finite bucket.
+func timeBuckets(first float64, timeout time.Duration) []float64 {
+	top := timeout.Seconds()
+	if top <= first {
+		return []float64{first, 2 * first}
+	}
+	var b []float64
+	for v := first; v < top; v *= 2 {
+		b = append(b, v)
+	}
+	return append(b, top, 2*top)
+}
+
+// observeRequest is the front's Observe: op, the reason code the reply
+// carried (reason.Of of the kernel's error: "" for success) and latency.
+// A caller's deadline that passed is deadline_exceeded, not internal; the
+// label is the code as given.
 func (m *metrics) observeRequest(op messages.Op, code reason.Code, d time.Duration) {
 	c := string(code)
 	if c == "" {

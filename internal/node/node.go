@@ -149,7 +149,7 @@ func Start(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err 
 			return k.OpenTurns(ctx)
 		}
 		return 0, nil
-	}))
+	}), time.Duration(cfg.Kernel.ResolveTimeout), time.Duration(cfg.Kernel.CallTimeout))
 	n.kernel, err = actors.New(actors.Options{
 		Node: cfg.Node.ID, Providers: ps, Required: cfg.Required(), Authority: auth,
 		Sink:        observingSink{next: n.checkpoints, m: n.metrics},
@@ -178,7 +178,23 @@ func Start(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err 
 	return n, nil
 }
 
+// connect starts the embedded server, or connects to the external
+// cluster, and checks that the server takes messages of
+// nats.max_message_bytes: the node accepts request frames up to that size
+// and bounds its replies by it, so a server with a smaller max_payload
+// would drop what the node promised to take.
 func (n *Node) connect() error {
+	if err := n.dial(); err != nil {
+		return err
+	}
+	if got, want := n.nc.MaxPayload(), int64(n.cfg.NATS.MaxMessageBytes); got < want {
+		return fmt.Errorf("node: nats.max_message_bytes is %d but the NATS server at %s takes messages of at most %d bytes (its max_payload): lower nats.max_message_bytes to %d or less, or raise the server's max_payload",
+			want, n.nc.ConnectedUrlRedacted(), got, got)
+	}
+	return nil
+}
+
+func (n *Node) dial() error {
 	cfg := n.cfg
 	name := nats.Name("sharedos-node-" + cfg.Node.ID)
 	if len(cfg.NATS.URLs) > 0 {
@@ -197,7 +213,7 @@ func (n *Node) connect() error {
 		Host: cfg.NATS.Embedded.Host, Port: cfg.NATS.Embedded.Port, ServerName: "sharedos-" + cfg.Node.ID,
 		JetStream: true, StoreDir: filepath.Join(cfg.Node.DataDir, "nats"),
 		SyncAlways: syncEvery == 0, SyncInterval: syncEvery,
-		MaxPayload: int32(max(cfg.NATS.MaxMessageBytes, 1<<20)),
+		MaxPayload: int32(cfg.NATS.MaxMessageBytes), // config.Validate bounds it by NATS's 64 MiB
 	})
 	if err != nil {
 		return fmt.Errorf("node: embedded NATS: %w", err)

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -14,10 +15,13 @@ import (
 	"github.com/nats-io/nats.go"
 	"go.uber.org/goleak"
 
+	"github.com/sharedos/sharedos/catalog"
 	"github.com/sharedos/sharedos/client"
 	"github.com/sharedos/sharedos/internal/audit"
 	"github.com/sharedos/sharedos/internal/config"
+	"github.com/sharedos/sharedos/internal/natsserver"
 	"github.com/sharedos/sharedos/internal/node"
+	"github.com/sharedos/sharedos/internal/providers"
 	"github.com/sharedos/sharedos/reason"
 )
 
@@ -219,4 +223,173 @@ func TestShutdownClosesOpenTurnsAndFlushesAudit(t *testing.T) {
 	if rep := audit.Verify(data, false); !rep.OK() {
 		t.Fatalf("verify: %+v", rep)
 	}
+}
+
+// withMaxMessageBytes is the sample config with nats.max_message_bytes n.
+func withMaxMessageBytes(t *testing.T, cfg *config.Config, n int) *config.Config {
+	t.Helper()
+	cfg.NATS.MaxMessageBytes = n
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// lenTool answers the size of its arguments, in namespace text (ada's
+// grant text.* over text/** covers it).
+func lenTool() *providers.Memory {
+	return providers.NewMemory("sizes", providers.MemoryTool{
+		Definition: catalog.Definition{Name: "len", Namespace: "text", Description: "The size of the arguments.",
+			Capability: "text.len", Requirement: "text/len", InputSchema: []byte(`{"type":"object"}`)},
+		Handler: func(_ context.Context, call providers.Call) (providers.Result, error) {
+			return providers.Result{Text: strconv.Itoa(len(call.Arguments))}, nil
+		},
+	})
+}
+
+// The embedded server takes exactly nats.max_message_bytes: a request
+// just below it is served, one above it is refused with the NATS error
+// before it leaves the client.
+func TestEmbeddedMaxPayloadIsMaxMessageBytes(t *testing.T) {
+	const limit = 128 << 10
+	cfg := withMaxMessageBytes(t, sampleConfig(t, t.TempDir()), limit)
+	n, err := node.Start(context.Background(), cfg, node.Options{Logger: slog.New(slog.DiscardHandler), Providers: []providers.ContextToolProvider{lenTool()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Shutdown(context.Background())
+	nc, err := nats.Connect(n.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if nc.MaxPayload() != limit || n.Conn().MaxPayload() != limit {
+		t.Fatalf("server max payload %d (node's connection %d), configured %d", nc.MaxPayload(), n.Conn().MaxPayload(), limit)
+	}
+	turn, err := client.New(nc, nil).Open(ctx(t), client.Access{Tenant: "acme", Principal: "ada", Namespaces: []string{"text"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer turn.Close(context.Background())
+	args := func(size int) []byte { return []byte(`{"s":"` + strings.Repeat("x", size-8) + `"}`) }
+	below := args(limit - 1024) // the request's envelope is well under 1 KiB
+	got, err := turn.Invoke(ctx(t), "text_len", below)
+	if err != nil || got.Text != strconv.Itoa(len(below)) {
+		t.Fatalf("a request just below the limit: %+v, %v", got, err)
+	}
+	if _, err := turn.Invoke(ctx(t), "text_len", args(limit+1)); !errors.Is(err, nats.ErrMaxPayload) {
+		t.Fatalf("a request above the limit: %v, want %v", err, nats.ErrMaxPayload)
+	}
+}
+
+// A node on an external NATS whose max_payload is below
+// nats.max_message_bytes refuses to start, saying what to change.
+func TestExternalNATSWithSmallerMaxPayloadIsRefused(t *testing.T) {
+	srv, err := natsserver.Start(natsserver.Options{JetStream: true, StoreDir: t.TempDir(), MaxPayload: 256 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown()
+	cfg := withMaxMessageBytes(t, sampleConfig(t, t.TempDir()), 1<<20)
+	cfg.NATS.URLs = []string{srv.ClientURL()}
+	n, err := node.Start(context.Background(), cfg, node.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err == nil {
+		n.Shutdown(context.Background())
+		t.Fatal("started against a server that takes smaller messages than configured")
+	}
+	if !strings.Contains(err.Error(), "max_message_bytes is 1048576") || !strings.Contains(err.Error(), "at most 262144") {
+		t.Fatalf("refusal does not say what is wrong: %v", err)
+	}
+	// Configured to fit, it starts.
+	cfg.NATS.MaxMessageBytes = 256 << 10
+	n, err = node.Start(context.Background(), cfg, node.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Shutdown(context.Background())
+}
+
+// metricsText scrapes the node's /metrics.
+func metricsText(t *testing.T, n *node.Node) string {
+	t.Helper()
+	resp, err := http.Get("http://" + n.HTTPAddr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
+// A caller whose deadline passes is counted deadline_exceeded, for the
+// request and for the call, never internal; the call latency histogram
+// has a bucket at the call timeout.
+func TestDeadlineExceededIsItsOwnMetricLabel(t *testing.T) {
+	slow := providers.NewMemory("slow", providers.MemoryTool{
+		Definition: catalog.Definition{Name: "wait", Namespace: "text", Description: "Waits for its deadline.",
+			Capability: "text.wait", Requirement: "text/wait", InputSchema: []byte(`{"type":"object"}`)},
+		Handler: func(ctx context.Context, _ providers.Call) (providers.Result, error) {
+			<-ctx.Done()
+			return providers.Result{}, ctx.Err()
+		},
+	})
+	n, err := node.Start(context.Background(), sampleConfig(t, t.TempDir()), node.Options{Logger: slog.New(slog.DiscardHandler), Providers: []providers.ContextToolProvider{slow}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Shutdown(context.Background())
+	nc, err := nats.Connect(n.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	turn, err := client.New(nc, nil).Open(ctx(t), client.Access{Tenant: "acme", Principal: "ada", Namespaces: []string{"text"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := turn.ListTools(ctx(t)); err != nil { // resolve outside the short deadline
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	if _, err := turn.Invoke(short, "text_wait", []byte(`{}`)); !errors.Is(err, reason.ErrDeadlineExceeded) {
+		t.Fatalf("invoke past the caller's deadline: %v", err)
+	}
+	if err := turn.Close(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	// The front observes after replying and the completion is recorded
+	// after the call returns: wait for both to be counted.
+	var body string
+	for range 200 {
+		body = metricsText(t, n)
+		if strings.Contains(body, `sharedos_requests_total{code="deadline_exceeded",op="invoke"} 1`) &&
+			strings.Contains(body, `sharedos_calls_total{outcome="failed"`) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !strings.Contains(body, `sharedos_requests_total{code="deadline_exceeded",op="invoke"} 1`) ||
+		!strings.Contains(body, `sharedos_calls_total{outcome="failed",reason="deadline_exceeded"} 1`) {
+		t.Fatalf("the deadline is not counted under deadline_exceeded:\n%s", grep(body, "sharedos_requests_total", "sharedos_calls_total"))
+	}
+	if strings.Contains(body, `code="internal"`) || strings.Contains(body, `reason="internal"`) {
+		t.Fatalf("counted as internal:\n%s", grep(body, "internal"))
+	}
+	if !strings.Contains(body, `sharedos_call_duration_seconds_bucket{le="30"}`) {
+		t.Fatalf("no call duration bucket at the call timeout:\n%s", grep(body, "sharedos_call_duration_seconds_bucket"))
+	}
+}
+
+func grep(text string, words ...string) string {
+	var out []string
+	for _, l := range strings.Split(text, "\n") {
+		for _, w := range words {
+			if strings.Contains(l, w) {
+				out = append(out, l)
+				break
+			}
+		}
+	}
+	return strings.Join(out, "\n")
 }
