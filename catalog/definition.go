@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"unicode/utf8"
@@ -95,9 +94,6 @@ func (l Limits) withDefaults() Limits {
 	}
 	return l
 }
-
-// ErrInvalidDefinition is wrapped by every Normalize refusal.
-var ErrInvalidDefinition = errors.New("catalog: invalid definition")
 
 // Tool is a normalized, immutable definition: the unit a Registry holds.
 // Tools are shared between turns that resolved the same contract.

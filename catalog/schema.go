@@ -102,30 +102,38 @@ func compileSchema(doc any) (*jsonschema.Schema, error) {
 	return c.Compile(schemaURL)
 }
 
-// ErrInvalidArguments is wrapped by every ParseArguments refusal.
-var ErrInvalidArguments = errors.New("catalog: invalid arguments")
-
 // ParseArguments bounds, decodes and validates a call's arguments against
 // the tool's held input schema and returns the argument object. Empty input
 // means {}.
+//
+// The arguments must be I-JSON (RFC 7493): an object with the same key twice
+// at any depth, invalid UTF-8 or an unpaired surrogate escape is refused.
+// The node authorizes what it decoded and forwards the bytes unchanged, so
+// the bytes must not decode to anything else in the provider's reader.
 func (t *Tool) ParseArguments(raw []byte) (map[string]any, error) {
 	if len(raw) == 0 {
 		raw = []byte("{}")
 	}
 	v, err := decodeJSON(raw, t.limits.MaxArgumentBytes, t.limits.MaxArgumentDepth)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidArguments, err)
+		var je *jsonError
+		errors.As(err, &je)
+		kind := [...]error{
+			jsonSyntax: ErrArgumentsMalformed, jsonTooLarge: ErrArgumentsTooLarge, jsonTooDeep: ErrArgumentsTooDeep,
+			jsonDuplicate: ErrArgumentsDuplicateKey, jsonEncoding: ErrArgumentsEncoding,
+		}[je.kind]
+		return nil, fmt.Errorf("%w: %v", kind, err)
 	}
 	obj, ok := v.(map[string]any)
 	if !ok {
-		return nil, fmt.Errorf("%w: arguments must be a JSON object", ErrInvalidArguments)
+		return nil, fmt.Errorf("%w: arguments must be a JSON object", ErrArgumentsMalformed)
 	}
 	if err := t.schema.Validate(obj); err != nil {
 		msg := err.Error()
 		if len(msg) > 1024 {
 			msg = msg[:1024] + "…"
 		}
-		return nil, fmt.Errorf("%w: %s", ErrInvalidArguments, msg)
+		return nil, fmt.Errorf("%w: %s", ErrArgumentsSchema, msg)
 	}
 	return obj, nil
 }
