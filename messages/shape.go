@@ -35,8 +35,25 @@ import (
 
 // shape is what a struct's map must hold: its keys, each with its field's shape.
 type shape struct {
-	name   string
-	fields map[string]*fieldShape
+	name string
+	// fields are the keys that need a look (structs, lists of structs,
+	// maps); a linear scan of a few beats hashing the key.
+	fields []namedField
+}
+
+type namedField struct {
+	key string
+	*fieldShape
+}
+
+// field returns the shape of key's value, or nil (skip it).
+func (s *shape) field(key []byte) *fieldShape {
+	for i := range s.fields {
+		if string(key) == s.fields[i].key {
+			return s.fields[i].fieldShape
+		}
+	}
+	return nil
 }
 
 type fieldKind uint8
@@ -77,7 +94,7 @@ func buildShape(t reflect.Type, seen map[reflect.Type]*shape) *shape {
 	if s, ok := seen[t]; ok {
 		return s
 	}
-	s := &shape{name: t.Name(), fields: map[string]*fieldShape{}}
+	s := &shape{name: t.Name()}
 	seen[t] = s
 	addFields(s, t, seen)
 	return s
@@ -108,7 +125,7 @@ func addFields(s *shape, t reflect.Type, seen map[reflect.Type]*shape) {
 			name = f.Name
 		}
 		if fs := fieldShapeOf(ft, seen); fs != nil {
-			s.fields[name] = fs
+			s.fields = append(s.fields, namedField{key: name, fieldShape: fs})
 		}
 	}
 }
@@ -263,7 +280,7 @@ func (w *shapeWalker) object(s *shape, nilOK bool) error {
 		}
 		var f *fieldShape
 		if s != nil {
-			f = s.fields[string(k)]
+			f = s.field(k)
 		}
 		if err := w.value(f); err != nil {
 			return err
