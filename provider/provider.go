@@ -14,7 +14,8 @@
 //
 // The host answers the node's two requests over NATS (see docs/protocol.md):
 // catalogue (the tools for an access context, each with its revision, and
-// the provider's freshness) and invoke. Before it runs a tool it checks the
+// the provider's freshness, in pages that fit the connection's max payload)
+// and invoke. Before it runs a tool it checks the
 // revision the turn pinned: it runs the contract the turn was shown — the
 // current one, or one it advertised within its TTL — and otherwise refuses
 // with capability_changed. It never runs a different contract and never

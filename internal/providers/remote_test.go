@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/sharedos/sharedos/authority"
+	"github.com/sharedos/sharedos/catalog"
 	"github.com/sharedos/sharedos/internal/natsserver/natstest"
 	"github.com/sharedos/sharedos/internal/providers"
 	"github.com/sharedos/sharedos/messages"
@@ -226,13 +227,26 @@ func TestDownProviderIsLoggedOncePerStateChange(t *testing.T) {
 		t.Fatalf("state: %+v", st)
 	}
 
+	// A call that finds no instance marks it down, once.
+	for range 3 {
+		if _, err := r.Invoke(testCtx(t), providers.Call{Access: acme, Tool: catalog.Identity{Provider: "p", Name: "t0"}}); reason.Of(err) != reason.ProviderUnavailable {
+			t.Fatalf("invoke with no instance: %v", err)
+		}
+	}
+	if got := logs.lines(); len(got) != 3 || got[2] != "WARN provider down provider_unavailable" {
+		t.Fatalf("logged %q, want one more down line", got)
+	}
+	if _, err := r.Catalog(testCtx(t), acme); err != nil {
+		t.Fatal(err)
+	}
+
 	// The caller's own cancellation says nothing about the provider.
 	cancelled, cancel := context.WithCancel(context.Background())
 	cancel()
 	if _, err := r.Catalog(cancelled, acme); err == nil {
 		t.Fatal("a cancelled catalogue succeeded")
 	}
-	if got := logs.lines(); len(got) != 2 {
+	if got := logs.lines(); len(got) != 4 {
 		t.Fatalf("the caller's own cancellation changed the state: %q", got)
 	}
 }
