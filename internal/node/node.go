@@ -156,6 +156,7 @@ func Start(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err 
 		StepCeiling: cfg.Kernel.StepCeiling, MaxInFlightPerTurn: cfg.Kernel.MaxInFlightPerTurn, MaxTurns: cfg.Kernel.MaxTurns,
 		IdleTimeout: time.Duration(cfg.Kernel.IdleTimeout), ResolveTimeout: time.Duration(cfg.Kernel.ResolveTimeout),
 		CallTimeout: time.Duration(cfg.Kernel.CallTimeout), Logger: n.log,
+		MaxReplyBytes: n.MaxPayload() - ReplyHeadroom,
 	})
 	if err != nil {
 		return nil, err
@@ -267,6 +268,16 @@ func (n *Node) Ready() error {
 	}
 	return nil
 }
+
+// ReplyHeadroom is what the kernel's reply bound (actors.Options.
+// MaxReplyBytes) leaves of the max payload for the NATS message's own
+// headers; the kernel keeps actors.ReplyOverhead more for the reply's fields.
+const ReplyHeadroom = 16 << 10
+
+// MaxPayload is the largest message the node sends or takes:
+// nats.max_message_bytes, which the embedded server's max_payload equals
+// and an external server's is checked to reach at start.
+func (n *Node) MaxPayload() int { return n.cfg.NATS.MaxMessageBytes }
 
 // ClientURL is where clients reach NATS.
 func (n *Node) ClientURL() string {

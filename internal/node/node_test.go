@@ -2,6 +2,7 @@ package node_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -15,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"go.uber.org/goleak"
 
+	"github.com/sharedos/sharedos/actors"
 	"github.com/sharedos/sharedos/catalog"
 	"github.com/sharedos/sharedos/client"
 	"github.com/sharedos/sharedos/internal/audit"
@@ -22,6 +24,7 @@ import (
 	"github.com/sharedos/sharedos/internal/natsserver"
 	"github.com/sharedos/sharedos/internal/node"
 	"github.com/sharedos/sharedos/internal/providers"
+	"github.com/sharedos/sharedos/messages"
 	"github.com/sharedos/sharedos/reason"
 )
 
@@ -235,14 +238,25 @@ func withMaxMessageBytes(t *testing.T, cfg *config.Config, n int) *config.Config
 	return cfg
 }
 
-// lenTool answers the size of its arguments, in namespace text (ada's
-// grant text.* over text/** covers it).
-func lenTool() *providers.Memory {
+// sizeTools: text_len answers the size of its arguments, text_fill a text
+// of {"n": N} bytes; namespace text (ada's grant text.* over text/** covers
+// them).
+func sizeTools() *providers.Memory {
 	return providers.NewMemory("sizes", providers.MemoryTool{
 		Definition: catalog.Definition{Name: "len", Namespace: "text", Description: "The size of the arguments.",
 			Capability: "text.len", Requirement: "text/len", InputSchema: []byte(`{"type":"object"}`)},
 		Handler: func(_ context.Context, call providers.Call) (providers.Result, error) {
 			return providers.Result{Text: strconv.Itoa(len(call.Arguments))}, nil
+		},
+	}, providers.MemoryTool{
+		Definition: catalog.Definition{Name: "fill", Namespace: "text", Description: "A text of n bytes.",
+			Capability: "text.fill", Requirement: "text/fill", InputSchema: []byte(`{"type":"object","properties":{"n":{"type":"integer"}}}`)},
+		Handler: func(_ context.Context, call providers.Call) (providers.Result, error) {
+			var a struct{ N int }
+			if err := json.Unmarshal(call.Arguments, &a); err != nil {
+				return providers.Result{}, err
+			}
+			return providers.Result{Text: strings.Repeat("y", a.N)}, nil
 		},
 	})
 }
@@ -253,7 +267,7 @@ func lenTool() *providers.Memory {
 func TestEmbeddedMaxPayloadIsMaxMessageBytes(t *testing.T) {
 	const limit = 128 << 10
 	cfg := withMaxMessageBytes(t, sampleConfig(t, t.TempDir()), limit)
-	n, err := node.Start(context.Background(), cfg, node.Options{Logger: slog.New(slog.DiscardHandler), Providers: []providers.ContextToolProvider{lenTool()}})
+	n, err := node.Start(context.Background(), cfg, node.Options{Logger: slog.New(slog.DiscardHandler), Providers: []providers.ContextToolProvider{sizeTools()}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -279,6 +293,23 @@ func TestEmbeddedMaxPayloadIsMaxMessageBytes(t *testing.T) {
 	}
 	if _, err := turn.Invoke(ctx(t), "text_len", args(limit+1)); !errors.Is(err, nats.ErrMaxPayload) {
 		t.Fatalf("a request above the limit: %v, want %v", err, nats.ErrMaxPayload)
+	}
+
+	// Replies are bounded by the kernel to fit the same limit, with
+	// headroom for the NATS headers and the reply's own fields.
+	fill := func(n int) (*messages.InvokeReply, error) {
+		return turn.Invoke(ctx(t), "text_fill", []byte(`{"n":`+strconv.Itoa(n)+`}`))
+	}
+	fits := limit - node.ReplyHeadroom - actors.ReplyOverhead
+	if got, err := fill(fits); err != nil || len(got.Text) != fits {
+		t.Fatalf("a result of %d bytes, within the bound: %d bytes, %v", fits, len(got.Text), err)
+	}
+	if _, err := fill(fits + 1); !errors.Is(err, reason.ErrResultTooLarge) {
+		t.Fatalf("a result of %d bytes, past the bound: %v, want result_too_large", fits+1, err)
+	}
+	// The kernel refused it, so the trail (and the metrics it feeds) says so.
+	if body := metricsText(t, n); !strings.Contains(body, `sharedos_calls_total{outcome="failed",reason="result_too_large"} 1`) {
+		t.Fatalf("the refused result is not counted:\n%s", grep(body, "sharedos_calls_total"))
 	}
 }
 
