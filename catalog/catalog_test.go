@@ -185,51 +185,6 @@ func TestRevisionIsPerContract(t *testing.T) {
 	}
 }
 
-func TestNormalizeRefusesBadContracts(t *testing.T) {
-	deep := strings.Repeat(`{"type":"object","properties":{"x":`, 40) + `{}` + strings.Repeat(`}}`, 40)
-	manyProps := `{"type":"object","properties":{` + func() string {
-		var parts []string
-		for i := range 600 {
-			parts = append(parts, fmt.Sprintf(`"p%d":{}`, i))
-		}
-		return strings.Join(parts, ",")
-	}() + `}}`
-	cases := map[string]func(d *catalog.Definition){
-		"deep schema":         func(d *catalog.Definition) { d.InputSchema = json.RawMessage(deep) },
-		"too many properties": func(d *catalog.Definition) { d.InputSchema = json.RawMessage(manyProps) },
-		"remote ref": func(d *catalog.Definition) {
-			d.InputSchema = json.RawMessage(`{"type":"object","$ref":"https://evil.example/schema.json"}`)
-		},
-		"undeclared required": func(d *catalog.Definition) {
-			d.InputSchema = json.RawMessage(`{"type":"object","properties":{"workspace":{}},"required":["workspace","ghost"]}`)
-		},
-		"not an object type": func(d *catalog.Definition) { d.InputSchema = json.RawMessage(`{"type":"string"}`) },
-		"other dialect": func(d *catalog.Definition) {
-			d.InputSchema = json.RawMessage(`{"$schema":"http://json-schema.org/draft-04/schema#","type":"object"}`)
-		},
-		"malformed json": func(d *catalog.Definition) { d.InputSchema = json.RawMessage(`{"type":"object",`) },
-		"duplicate keys": func(d *catalog.Definition) { d.InputSchema = json.RawMessage(`{"type":"object","type":"object"}`) },
-		"schema too large": func(d *catalog.Definition) {
-			d.InputSchema = json.RawMessage(`{"type":"object","description":"` + strings.Repeat("x", 70<<10) + `"}`)
-		},
-		"missing schema":       func(d *catalog.Definition) { d.InputSchema = nil },
-		"huge description":     func(d *catalog.Definition) { d.Description = strings.Repeat("x", 9<<10) },
-		"wildcard capability":  func(d *catalog.Definition) { d.Capability = "notion.*" },
-		"empty requirement":    func(d *catalog.Definition) { d.Requirement = "" },
-		"unknown placeholder":  func(d *catalog.Definition) { d.Requirement = "notion/{ghost}" },
-		"bad placeholder":      func(d *catalog.Definition) { d.Requirement = "notion/{a b}" },
-		"name with slash":      func(d *catalog.Definition) { d.Name = "a/b" },
-		"annotations an array": func(d *catalog.Definition) { d.Annotations = json.RawMessage(`[1]`) },
-	}
-	for name, mutate := range cases {
-		d := searchDef()
-		mutate(&d)
-		if _, err := catalog.Normalize("notion", d, catalog.Limits{}); !errors.Is(err, catalog.ErrInvalidDefinition) {
-			t.Errorf("%s: err = %v, want ErrInvalidDefinition", name, err)
-		}
-	}
-}
-
 func TestParseArgumentsAndRequirement(t *testing.T) {
 	tool := mustTool(t, "notion", searchDef())
 	args, err := tool.ParseArguments([]byte(`{"workspace":"acme","query":"q3 plan"}`))

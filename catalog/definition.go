@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"unicode/utf8"
@@ -54,6 +55,7 @@ type Limits struct {
 	MaxSchemaBytes      int // per schema; default 64 KiB
 	MaxSchemaDepth      int // JSON nesting; default 32
 	MaxSchemaProperties int // "properties" entries across the schema; default 512
+	MaxSchemaNodes      int // subschemas, each $ref counted as what it points at; default 2048
 	MaxDescriptionBytes int // default 8 KiB
 	MaxNameBytes        int // default 128
 	MaxArgumentBytes    int // a call's arguments; default 256 KiB
@@ -63,7 +65,7 @@ type Limits struct {
 // DefaultLimits returns the defaults documented on Limits.
 func DefaultLimits() Limits {
 	return Limits{
-		MaxSchemaBytes: 64 << 10, MaxSchemaDepth: 32, MaxSchemaProperties: 512,
+		MaxSchemaBytes: 64 << 10, MaxSchemaDepth: 32, MaxSchemaProperties: 512, MaxSchemaNodes: 2048,
 		MaxDescriptionBytes: 8 << 10, MaxNameBytes: 128,
 		MaxArgumentBytes: 256 << 10, MaxArgumentDepth: 32,
 	}
@@ -79,6 +81,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.MaxSchemaProperties <= 0 {
 		l.MaxSchemaProperties = d.MaxSchemaProperties
+	}
+	if l.MaxSchemaNodes <= 0 {
+		l.MaxSchemaNodes = d.MaxSchemaNodes
 	}
 	if l.MaxDescriptionBytes <= 0 {
 		l.MaxDescriptionBytes = d.MaxDescriptionBytes
@@ -142,72 +147,77 @@ type contract struct {
 // meaning; everything else in the description is meaning and is hashed.
 func Normalize(provider string, d Definition, lim Limits) (*Tool, error) {
 	lim = lim.withDefaults()
-	fail := func(format string, args ...any) (*Tool, error) {
-		return nil, fmt.Errorf("%w: %s/%s: %s", ErrInvalidDefinition, provider, d.Name, fmt.Sprintf(format, args...))
+	fail := func(kind error, format string, args ...any) (*Tool, error) {
+		return nil, fmt.Errorf("%w: %s/%s: %s", kind, provider, d.Name, fmt.Sprintf(format, args...))
+	}
+	failed := func(where string, err error) (*Tool, error) {
+		var r *refusal
+		errors.As(err, &r)
+		return fail(r.kind, "%s: %s", where, r.detail)
 	}
 	if err := checkName("provider", provider, lim.MaxNameBytes); err != nil {
-		return fail("%v", err)
+		return fail(ErrName, "%v", err)
 	}
 	if err := checkName("name", d.Name, lim.MaxNameBytes); err != nil {
-		return fail("%v", err)
+		return fail(ErrName, "%v", err)
 	}
 	ns := d.Namespace
 	if ns == "" {
 		ns = provider
 	}
 	if err := checkName("namespace", ns, lim.MaxNameBytes); err != nil {
-		return fail("%v", err)
+		return fail(ErrName, "%v", err)
 	}
 	desc := strings.TrimSpace(strings.ReplaceAll(d.Description, "\r\n", "\n"))
 	if len(desc) > lim.MaxDescriptionBytes {
-		return fail("description is %d bytes, limit %d", len(desc), lim.MaxDescriptionBytes)
+		return fail(ErrDescription, "description is %d bytes, limit %d", len(desc), lim.MaxDescriptionBytes)
 	}
 	if !utf8.ValidString(desc) {
-		return fail("description is not valid UTF-8")
+		return fail(ErrDescription, "description is not valid UTF-8")
 	}
 	if _, err := authority.ParseCapabilityPattern(d.Capability); err != nil || strings.Contains(d.Capability, "*") {
-		return fail("capability %q is not a dotted name", d.Capability)
+		return fail(ErrCapability, "capability %q is not a dotted name", d.Capability)
 	}
 	req, err := ParseRequirement(d.Requirement)
 	if err != nil {
-		return fail("%v", err)
+		return fail(ErrRequirement, "%v", err)
 	}
 	if d.Requirement == "" {
-		return fail("requirement template is empty; a tool that touches no particular resource declares a literal one")
+		return fail(ErrRequirement, "requirement template is empty; a tool that touches no particular resource declares a literal one")
 	}
 
 	in, inDoc, err := canonicalSchema(d.InputSchema, lim, true)
 	if err != nil {
-		return fail("input schema: %v", err)
+		return failed("input schema", err)
 	}
 	props, _ := inDoc.(map[string]any)["properties"].(map[string]any)
 	for _, name := range req.Placeholders() {
 		if _, ok := props[name]; !ok {
-			return fail("requirement placeholder {%s} is not a property of the input schema", name)
+			return fail(ErrRequirement, "requirement placeholder {%s} is not a property of the input schema", name)
 		}
 	}
 	var out json.RawMessage
 	if len(d.OutputSchema) > 0 && string(d.OutputSchema) != "null" {
 		if out, _, err = canonicalSchema(d.OutputSchema, lim, false); err != nil {
-			return fail("output schema: %v", err)
+			return failed("output schema", err)
 		}
 	}
 	ann := json.RawMessage("{}")
 	if len(d.Annotations) > 0 && string(d.Annotations) != "null" {
 		v, err := decodeJSON(d.Annotations, lim.MaxSchemaBytes, lim.MaxSchemaDepth)
 		if err != nil {
-			return fail("annotations: %v", err)
+			return fail(ErrAnnotations, "annotations: %v", err)
 		}
 		if _, ok := v.(map[string]any); !ok {
-			return fail("annotations must be a JSON object")
+			return fail(ErrAnnotations, "annotations must be a JSON object")
 		}
 		if ann, err = jcs.Transform(d.Annotations); err != nil {
-			return fail("annotations: %v", err)
+			return fail(ErrAnnotations, "annotations: %v", err)
 		}
 	}
 	schema, err := compileSchema(inDoc)
 	if err != nil {
-		return fail("input schema does not compile: %v", err)
+		return fail(ErrSchemaCompile, "input schema does not compile: %v", err)
 	}
 
 	c := contract{V: 1, Provider: provider, Name: d.Name, Namespace: ns, Description: desc,
@@ -215,14 +225,9 @@ func Normalize(provider string, d Definition, lim Limits) (*Tool, error) {
 	if c.OutputSchema == nil {
 		c.OutputSchema = json.RawMessage("null")
 	}
-	raw, err := json.Marshal(c)
-	if err != nil {
-		return fail("encoding contract: %v", err)
-	}
-	canon, err := jcs.Transform(raw)
-	if err != nil {
-		return fail("canonicalizing contract: %v", err)
-	}
+	// Every field is valid UTF-8 JSON by now, so neither step can fail.
+	raw, _ := json.Marshal(c)
+	canon, _ := jcs.Transform(raw)
 	sum := sha256.Sum256(canon)
 	return &Tool{
 		Identity: Identity{Provider: provider, Name: d.Name}, Namespace: ns,
