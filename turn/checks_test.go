@@ -353,7 +353,7 @@ func TestEveryRecordFieldByField(t *testing.T) {
 		t.Fatal(err)
 	}
 	recs = append(recs, updated)
-	completed, err := m.Complete(at(3*time.Second+1500*time.Microsecond), turn.Completion{CallID: d.CallID, ResultLen: 42, IsError: true})
+	completed, err := m.Complete(at(5*time.Second+1500*time.Microsecond), turn.Completion{CallID: d.CallID, ResultLen: 42, IsError: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -388,10 +388,10 @@ func TestEveryRecordFieldByField(t *testing.T) {
 		{Type: audit.NamespacesUpdated, Namespaces: []string{"notes"}},
 		{Type: audit.ToolCompleted, CatalogHash: h, Call: &audit.Call{
 			ID: "c1", Alias: "notes_put", Provider: "p", Name: "put", Revision: put.Revision,
-			Outcome: "tool_error", Duration: 1500, ResultLen: 42}},
+			Outcome: "tool_error", Duration: 2001500, ResultLen: 42}},
 		{Type: audit.TurnClosed, CatalogHash: h, Close: &audit.Close{Reason: "one_operation", Steps: 1, Events: 8}},
 	}
-	times := []time.Duration{0, time.Second, 2 * time.Second, 3 * time.Second, 4 * time.Second, 5 * time.Second, 3*time.Second + 1500*time.Microsecond, 6 * time.Second}
+	times := []time.Duration{0, time.Second, 2 * time.Second, 3 * time.Second, 4 * time.Second, 5 * time.Second, 5*time.Second + 1500*time.Microsecond, 6 * time.Second}
 	if len(recs) != len(want) {
 		t.Fatalf("%d records", len(recs))
 	}

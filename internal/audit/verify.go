@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"time"
 )
 
 // Violation is one thing wrong with a trail: the turn, the first bad
@@ -128,7 +129,8 @@ type turnState struct {
 	catalog   *heldCatalog
 	allowed   map[string]uint64 // call id -> seq of tool.invoked, until completed
 	closed    bool
-	broken    bool // a violation was reported; later records are not judged
+	broken    bool    // a violation was reported; later records are not judged
+	lastTime  timeKey // time of the event at next-1
 
 	// Checkpoint claims: hist holds the hashes of seqs base..next-1 that
 	// no claim has covered yet; pending holds claims about seqs not seen
@@ -174,6 +176,8 @@ type nodeState struct {
 //     turn.closed carries the catalogHash of its turn's resolved
 //     catalogue; listed aliases and invoked tools (identity, revision,
 //     alias) are in it;
+//   - within a turn, an event's time is never earlier than its
+//     predecessor's (equal is fine);
 //   - every allowed tool.invoked has its tool.completed before
 //     turn.closed, nothing follows turn.closed, and turn.closed counts the
 //     chain's events;
@@ -378,6 +382,11 @@ func (v *Verifier) addEvent(data []byte, ev *leanEvent) {
 
 func (v *Verifier) check(ts *turnState, ev *leanEvent) {
 	seq := ev.seq
+	if seq > 0 && bytes.Compare(ev.time[:], ts.lastTime[:]) < 0 {
+		v.turnFail(ts, seq, v.index, "time regressed: seq %d (%s) is at %sZ, before seq %d at %sZ", seq, ev.typ, ev.time[:], seq-1, ts.lastTime[:])
+		return
+	}
+	ts.lastTime = ev.time
 	join := func() bool {
 		if ts.catalog == nil {
 			v.turnFail(ts, seq, v.index, "%s before any resolved catalogue", ev.typ)
@@ -764,6 +773,7 @@ func decodeHash(h []byte, out *[32]byte) bool {
 // the record (no copies).
 type leanEvent struct {
 	typ, node, tenant, turn, prevHash, catalogHash []byte
+	time                                           timeKey
 	seq                                            uint64
 	tools                                          []leanTool
 	listed                                         [][]byte
@@ -774,6 +784,50 @@ type leanEvent struct {
 }
 
 type leanTool struct{ alias, provider, name, namespace, revision []byte }
+
+// timeKey is an event's time as bytes that compare as the instants do:
+// "2006-01-02T15:04:05.000000000" in UTC (events have years 0-9999).
+type timeKey [29]byte
+
+const timeKeyLayout = "2006-01-02T15:04:05.000000000"
+
+func (k *timeKey) set(t time.Time) { t.UTC().AppendFormat(k[:0], timeKeyLayout) }
+
+// parse reads an RFC 3339 time. The form Encode writes for a UTC time
+// (2006-01-02T15:04:05[.fraction]Z) is copied without parsing; any other
+// is parsed and converted to UTC.
+func (k *timeKey) parse(s []byte) bool {
+	if n := len(s); n >= 20 && n <= 30 && n != 21 && s[n-1] == 'Z' && (n == 20 || s[19] == '.') {
+		ok := true
+		for i, c := range s[:n-1] {
+			switch i {
+			case 4, 7:
+				ok = ok && c == '-'
+			case 10:
+				ok = ok && c == 'T'
+			case 13, 16:
+				ok = ok && c == ':'
+			case 19:
+			default:
+				ok = ok && c >= '0' && c <= '9'
+			}
+		}
+		if ok {
+			copy(k[:], s[:n-1])
+			k[19] = '.'
+			for i := max(n-1, 20); i < len(k); i++ {
+				k[i] = '0'
+			}
+			return true
+		}
+	}
+	t, err := time.Parse(time.RFC3339Nano, string(s))
+	if err != nil || t.Year() < 0 || t.Year() > 9999 {
+		return false
+	}
+	k.set(t)
+	return true
+}
 
 func (t leanTool) equal(u leanTool) bool {
 	return bytes.Equal(t.alias, u.alias) && bytes.Equal(t.provider, u.provider) && bytes.Equal(t.name, u.name) &&
@@ -800,6 +854,7 @@ func (e *leanEvent) fromEvent(ev *Event) {
 		typ: []byte(ev.Type), node: []byte(ev.Node), tenant: []byte(ev.Tenant), turn: []byte(ev.TurnID),
 		prevHash: []byte(ev.PrevHash), catalogHash: []byte(ev.CatalogHash), seq: ev.Seq,
 	}
+	e.time.set(ev.Time)
 	if ev.Catalog != nil {
 		for _, t := range ev.Catalog.Tools {
 			e.tools = append(e.tools, leanTool{[]byte(t.Alias), []byte(t.Provider), []byte(t.Name), []byte(t.Namespace), []byte(t.Revision)})
@@ -829,7 +884,10 @@ func (e *leanEvent) parse(data []byte) bool {
 	if !p.lit(`{"id":`) || !p.skipStr() || !p.lit(`,"type":`) {
 		return false
 	}
-	if e.typ, ok = p.str(); !ok || !p.lit(`,"time":`) || !p.skipStr() {
+	if e.typ, ok = p.str(); !ok || !p.lit(`,"time":`) {
+		return false
+	}
+	if t, ok := p.str(); !ok || !e.time.parse(t) {
 		return false
 	}
 	if p.lit(`,"node":`) {

@@ -1,0 +1,428 @@
+package audit
+
+import (
+	"crypto/ed25519"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The tamper tests in verify_test.go edit one record in place, so the hash
+// chain catches them first. A forger who rewrites consistently re-encodes
+// every record after the change and re-chains it (seq and prev_hash), so
+// the links hold and only the checks beyond the chain can catch the
+// rewrite. These tests build such trails and assert which check refused:
+// the violation's turn, seq and reason.
+
+var (
+	rcT0   = time.Date(2026, 5, 6, 7, 8, 9, 0, time.UTC)
+	rcGet  = Tool{Alias: "notes_get", Provider: "notes", Name: "get", Namespace: "notes", Revision: strings.Repeat("a1", 32)}
+	rcStat = Tool{Alias: "text_stats", Provider: "text", Name: "stats", Namespace: "text", Revision: strings.Repeat("b2", 32)}
+)
+
+func rcHash(tools ...Tool) string {
+	var lean []leanTool
+	for _, t := range tools {
+		lean = append(lean, leanTool{alias: []byte(t.Alias), revision: []byte(t.Revision)})
+	}
+	return catalogHashOf(lean)
+}
+
+// rcTurn is a well-formed turn of node, one second between events:
+// opened, resolved (two tools), listed, an allowed call and its
+// completion, a denied call, closed.
+func rcTurn(node, tenant, turn string) []*Event {
+	h := rcHash(rcGet, rcStat)
+	evs := []*Event{
+		{Type: TurnOpened, Namespaces: []string{"notes", "text"}},
+		{Type: CatalogResolved, CatalogHash: h, Catalog: &Catalog{Tools: []Tool{rcGet, rcStat}, Providers: []ProviderStatus{{Provider: "notes", Status: "ok", Tools: 1}, {Provider: "text", Status: "ok", Tools: 1}}}},
+		{Type: CatalogListed, CatalogHash: h, Namespaces: []string{"notes", "text"}, Listed: []string{"notes_get", "text_stats"}},
+		{Type: ToolInvoked, CatalogHash: h, Namespaces: []string{"notes", "text"}, Call: &Call{ID: "c1", Alias: "notes_get", Provider: "notes", Name: "get", Revision: rcGet.Revision, Step: 1, Decision: "allow", Resource: "notes/x", Grant: "g", ArgsHash: strings.Repeat("0", 64)}},
+		{Type: ToolCompleted, CatalogHash: h, Call: &Call{ID: "c1", Alias: "notes_get", Provider: "notes", Name: "get", Revision: rcGet.Revision, Outcome: "ok", Duration: 5}},
+		{Type: ToolInvoked, CatalogHash: h, Namespaces: []string{"notes", "text"}, Call: &Call{ID: "c2", Alias: "text_stats", Provider: "text", Name: "stats", Revision: rcStat.Revision, Decision: "deny", Reason: "no_matching_grant", ArgsHash: strings.Repeat("0", 64)}},
+		{Type: TurnClosed, CatalogHash: h, Close: &Close{Reason: "closed", Steps: 1, Events: 7}},
+	}
+	for i, ev := range evs {
+		ev.Time = rcT0.Add(time.Duration(i) * time.Second)
+		ev.Node, ev.Tenant, ev.Principal, ev.TurnID = node, tenant, "ada", turn
+	}
+	return evs
+}
+
+// rechain encodes evs in order, numbering each turn's events from 0 and
+// linking each to the hash of its turn's previous record, as a forger who
+// rewrites a trail consistently would. turn.closed's count is fixed up too.
+func rechain(t *testing.T, evs []*Event) ([][]byte, []*Record) {
+	t.Helper()
+	type key struct{ node, turn string }
+	next := map[key]uint64{}
+	prev := map[key]string{}
+	var data [][]byte
+	var recs []*Record
+	for _, ev := range evs {
+		k := key{ev.Node, ev.TurnID}
+		ev.Seq, ev.PrevHash = next[k], prev[k]
+		ev.ID = fmt.Sprintf("%s-%d", ev.TurnID, ev.Seq)
+		if ev.Close != nil && ev.Close.Events != 0 {
+			ev.Close.Events = ev.Seq + 1
+		}
+		r, err := Encode(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		next[k]++
+		prev[k] = r.Hash
+		data = append(data, r.Data)
+		recs = append(recs, r)
+	}
+	return data, recs
+}
+
+func rcVerify(t *testing.T, recs [][]byte, opts VerifyOptions, openOK bool) Report {
+	t.Helper()
+	v, err := NewVerifierWith(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs {
+		v.Add(r)
+	}
+	return v.Finish(openOK)
+}
+
+// wantOne checks that rep has exactly one violation, of turn at seq, whose
+// reason contains want.
+func wantOne(t *testing.T, name string, rep Report, turn string, seq uint64, want string) {
+	t.Helper()
+	if len(rep.Violations) != 1 {
+		t.Errorf("%s: %d violations, want 1: %v", name, len(rep.Violations), rep.Violations)
+		return
+	}
+	v := rep.Violations[0]
+	if v.TurnID != turn || v.Seq != seq || v.Checkpoint || !strings.Contains(v.Reason, want) {
+		t.Errorf("%s: violation %v, want turn %s seq %d with %q", name, v, turn, seq, want)
+	}
+}
+
+func TestRechainedTamperingDetectedByItsCheck(t *testing.T) {
+	clean, _ := rechain(t, rcTurn("node-1", "acme", "t1"))
+	if rep := rcVerify(t, clean, VerifyOptions{}, false); !rep.OK() || rep.Events != 7 || rep.Turns != 1 || rep.Closed != 1 {
+		t.Fatalf("the clean turn: %+v", rep)
+	}
+	other := rcHash(rcGet)
+	for _, tc := range []struct {
+		name   string
+		edit   func(evs []*Event) []*Event
+		seq    uint64
+		reason string // "" when the edit is legitimate
+	}{
+		{"a second resolution with another catalogue", func(evs []*Event) []*Event {
+			again := &Event{Type: CatalogResolved, CatalogHash: other, Catalog: &Catalog{Tools: []Tool{rcGet}, Providers: []ProviderStatus{}}}
+			again.Time, again.Node, again.Tenant, again.TurnID = evs[2].Time, "node-1", "acme", "t1"
+			return slices.Insert(evs, 3, again)
+		}, 3, "catalogue resolved again with a different catalogHash"},
+		{"a second resolution of the same catalogue", func(evs []*Event) []*Event {
+			again := *evs[1]
+			again.Time = evs[2].Time
+			return slices.Insert(evs, 3, &again)
+		}, 0, ""},
+		{"a failed resolution after the held one", func(evs []*Event) []*Event {
+			again := &Event{Type: CatalogResolved, Catalog: &Catalog{Tools: []Tool{}, Providers: []ProviderStatus{{Provider: "notes", Status: "failed"}}}}
+			again.Time, again.Node, again.Tenant, again.TurnID = evs[2].Time, "node-1", "acme", "t1"
+			return slices.Insert(evs, 3, again)
+		}, 0, ""},
+		{"a resolution whose tools do not hash to its catalogHash", func(evs []*Event) []*Event {
+			evs[1].Catalog.Tools = []Tool{rcGet}
+			return evs
+		}, 1, "tools hash to"},
+		{"turn.closed joined to another catalogue", func(evs []*Event) []*Event {
+			evs[6].CatalogHash = other
+			return evs
+		}, 6, "turn.closed carries catalogHash"},
+		{"turn.closed without a catalogHash", func(evs []*Event) []*Event {
+			evs[6].CatalogHash = ""
+			return evs
+		}, 0, ""},
+		{"tool.completed joined to another catalogue", func(evs []*Event) []*Event {
+			evs[4].CatalogHash = other
+			return evs
+		}, 4, "tool.completed carries catalogHash"},
+		{"tool.invoked names another provider than its revision's", func(evs []*Event) []*Event {
+			evs[3].Call.Provider = "text"
+			return evs
+		}, 3, "tool.invoked names text/get@"},
+		{"tool.invoked names another tool than its revision's", func(evs []*Event) []*Event {
+			evs[3].Call.Name = "stats"
+			return evs
+		}, 3, "tool.invoked names notes/stats@"},
+		{"tool.invoked names another tool's identity with this revision", func(evs []*Event) []*Event {
+			evs[3].Call.Provider, evs[3].Call.Name = "text", "stats"
+			return evs
+		}, 3, "which is not in the resolved catalogue"},
+		{"tool.invoked names a revision not in the catalogue", func(evs []*Event) []*Event {
+			evs[3].Call.Revision = strings.Repeat("c3", 32)
+			return evs
+		}, 3, "which is not in the resolved catalogue"},
+		{"tool.invoked under another tool's alias", func(evs []*Event) []*Event {
+			evs[3].Call.Alias = "text_stats"
+			return evs
+		}, 3, `as "text_stats"; the resolved catalogue shows it as "notes_get"`},
+		{"a denied call of an unknown alias names no tool", func(evs []*Event) []*Event {
+			evs[5].Call = &Call{ID: "c2", Alias: "nope", Decision: "deny", Reason: "unknown_tool"}
+			return evs
+		}, 0, ""},
+		{"tool.catalog.listed shows an alias not resolved", func(evs []*Event) []*Event {
+			evs[2].Listed = []string{"notes_get", "notes_put"}
+			return evs
+		}, 2, `shows "notes_put"`},
+		{"a listing before any resolution", func(evs []*Event) []*Event {
+			evs[1], evs[2] = evs[2], evs[1]
+			evs[1].Time, evs[2].Time = evs[2].Time, evs[1].Time
+			return evs
+		}, 1, "tool.catalog.listed before any resolved catalogue"},
+		{"a denied call completed", func(evs []*Event) []*Event {
+			done := *evs[4]
+			done.Call = &Call{ID: "c2", Alias: "text_stats", Provider: "text", Name: "stats", Revision: rcStat.Revision, Outcome: "ok"}
+			done.Time = evs[5].Time
+			return slices.Insert(evs, 6, &done)
+		}, 6, "tool.completed for call c2, which was not allowed"},
+		{"a call completed twice", func(evs []*Event) []*Event {
+			again := *evs[4]
+			again.Time = evs[4].Time
+			return slices.Insert(evs, 5, &again)
+		}, 5, "tool.completed for call c1, which was not allowed (or completed twice)"},
+		{"an allowed call never completed", func(evs []*Event) []*Event {
+			return slices.Delete(evs, 4, 5)
+		}, 5, "turn closed with 1 allowed calls never completed"},
+		{"turn.closed miscounts its chain", func(evs []*Event) []*Event {
+			evs[6].Close.Events = 0 // rechain leaves a zero count alone
+			return evs
+		}, 6, "turn.closed counts 0 events, its chain has 7"},
+		{"a chain that does not start with turn.opened", func(evs []*Event) []*Event {
+			return evs[1:]
+		}, 0, "chain starts with tool.catalog.resolved, not turn.opened"},
+		{"an event after turn.closed", func(evs []*Event) []*Event {
+			extra := *evs[2]
+			extra.Time = evs[6].Time
+			return append(evs, &extra)
+		}, 7, "tool.catalog.listed after turn.closed (seq 6)"},
+		// Issue #10: within a turn, time never decreases with seq.
+		{"an event earlier than its predecessor", func(evs []*Event) []*Event {
+			evs[3].Time = evs[1].Time.Add(-time.Nanosecond)
+			return evs
+		}, 3, "time regressed"},
+		{"the last event a nanosecond earlier", func(evs []*Event) []*Event {
+			evs[6].Time = evs[5].Time.Add(-time.Nanosecond)
+			return evs
+		}, 6, "time regressed"},
+		{"a fraction shorter than its predecessor's but later", func(evs []*Event) []*Event {
+			evs[2].Time = evs[1].Time.Add(500 * time.Millisecond) // "…:10.5Z" after "…:10Z"
+			evs[3].Time = evs[1].Time.Add(time.Second)            // "…:11Z" after "…:10.5Z"
+			return evs
+		}, 0, ""},
+		{"every event at the same instant", func(evs []*Event) []*Event {
+			for _, ev := range evs {
+				ev.Time = rcT0
+			}
+			return evs
+		}, 0, ""},
+		{"a time written with a zone offset, not earlier", func(evs []*Event) []*Event {
+			evs[2].Time = evs[2].Time.In(time.FixedZone("x", -3*3600)) // decoded through encoding/json
+			return evs
+		}, 0, ""},
+		{"a time written with a zone offset, earlier", func(evs []*Event) []*Event {
+			evs[2].Time = evs[0].Time.In(time.FixedZone("x", 5*3600))
+			return evs
+		}, 2, "time regressed"},
+	} {
+		evs := tc.edit(rcTurn("node-1", "acme", "t1"))
+		recs, _ := rechain(t, evs)
+		if tc.name == "a time written with a zone offset, not earlier" || tc.name == "a time written with a zone offset, earlier" {
+			// Encode writes UTC; a forger's encoder need not.
+			recs[2] = []byte(strings.Replace(string(recs[2]), `"time":"`+evs[2].Time.UTC().Format(time.RFC3339Nano)+`"`,
+				`"time":"`+evs[2].Time.Format(time.RFC3339Nano)+`"`, 1))
+		}
+		rep := rcVerify(t, recs, VerifyOptions{}, false)
+		if tc.reason == "" {
+			if !rep.OK() {
+				t.Errorf("%s: a legitimate trail refused: %v", tc.name, rep.Violations)
+			}
+			continue
+		}
+		wantOne(t, tc.name, rep, "t1", tc.seq, tc.reason)
+	}
+}
+
+// A turn that claims the catalogue another turn resolved (same hash) with
+// other tools is refused.
+func TestRechainedSharedCatalogueMustMatch(t *testing.T) {
+	a := rcTurn("node-1", "acme", "a")
+	b := rcTurn("node-1", "acme", "b")
+	b[1].Catalog.Tools = []Tool{rcGet, {Alias: "text_stats", Provider: "text", Name: "stats", Namespace: "evil", Revision: rcStat.Revision}}
+	recs, _ := rechain(t, append(a, b...))
+	wantOne(t, "same catalogHash, other tools", rcVerify(t, recs, VerifyOptions{}, false), "b", 1,
+		"lists other tools than an earlier catalogue with the same catalogHash")
+	// The same catalogue in two turns is one held catalogue.
+	recs, _ = rechain(t, append(rcTurn("node-1", "acme", "a"), rcTurn("node-1", "acme", "b")...))
+	if rep := rcVerify(t, recs, VerifyOptions{}, false); !rep.OK() || rep.Turns != 2 {
+		t.Fatalf("two turns, one catalogue: %+v", rep)
+	}
+}
+
+// rcCheckpoint signs a checkpoint of node attesting heads.
+func rcCheckpoint(t *testing.T, key ed25519.PrivateKey, node string, seq uint64, prev []byte, events uint64, heads ...TurnHead) []byte {
+	t.Helper()
+	p := ""
+	if prev != nil {
+		p = HashData(prev)
+	}
+	data, err := SignCheckpoint(&Checkpoint{Node: node, Seq: seq, PrevHash: p, Time: rcT0, Events: events, Turns: heads}, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+func head(tenant, turn string, r *Record, closed bool) TurnHead {
+	return TurnHead{TurnID: turn, Tenant: tenant, Seq: r.Event.Seq, Hash: r.Hash, Closed: closed}
+}
+
+// A later checkpoint may repeat the head an earlier one attested (the turn
+// did not move) but never attest an older one.
+func TestLaterCheckpointAttestingAnOlderHead(t *testing.T) {
+	key := cpKey(t)
+	data, recs := rechain(t, rcTurn("node-1", "acme", "t1"))
+	cp0 := rcCheckpoint(t, key, "node-1", 0, nil, 4, head("acme", "t1", recs[3], false))
+	same := rcCheckpoint(t, key, "node-1", 1, cp0, 4, head("acme", "t1", recs[3], false))
+	older := rcCheckpoint(t, key, "node-1", 1, cp0, 4, head("acme", "t1", recs[1], false))
+
+	trail := append(slices.Clone(data[:4]), cp0, same)
+	trail = append(trail, data[4:]...)
+	if rep := rcVerify(t, trail, VerifyOptions{}, false); !rep.OK() || rep.Checkpoints != 2 || rep.Covered != 4 {
+		t.Fatalf("a repeated head: %+v", rep)
+	}
+	trail = append(slices.Clone(data[:4]), cp0, older)
+	trail = append(trail, data[4:]...)
+	wantOne(t, "an older head", rcVerify(t, trail, VerifyOptions{}, false), "t1", 1,
+		"checkpoint 1 of node node-1 attests seq 1, before seq 3 an earlier checkpoint attested")
+
+	// Claims about seqs not yet in the trail must increase too.
+	ahead0 := rcCheckpoint(t, key, "node-1", 0, nil, 7, head("acme", "t1", recs[5], false))
+	ahead1 := rcCheckpoint(t, key, "node-1", 1, ahead0, 7, head("acme", "t1", recs[4], false))
+	wantOne(t, "pending claims out of order", rcVerify(t, append([][]byte{ahead0, ahead1}, data...), VerifyOptions{}, false), "t1", 4,
+		"checkpoint 1 of node node-1 attests seq 4, not after an earlier attested seq 5")
+	ahead1 = rcCheckpoint(t, key, "node-1", 1, ahead0, 7, head("acme", "t1", recs[6], true))
+	if rep := rcVerify(t, append([][]byte{ahead0, ahead1}, data...), VerifyOptions{}, false); !rep.OK() || rep.Covered != 7 {
+		t.Fatalf("increasing pending claims: %+v", rep)
+	}
+	// A checkpoint that says the turn closed where it did not.
+	wrong := rcCheckpoint(t, key, "node-1", 0, nil, 7, head("acme", "t1", recs[5], true))
+	wantOne(t, "closed at the wrong seq", rcVerify(t, append(slices.Clone(data), wrong), VerifyOptions{}, false), "t1", 5,
+		"says the turn closed at seq 5: the trail disagrees")
+	// A consistently rewritten turn (every link valid) differs from what
+	// the checkpoint attests.
+	forged := rcTurn("node-1", "acme", "t1")
+	forged[5].Call.Decision, forged[5].Call.Reason = "deny", "step_ceiling_exceeded"
+	fdata, _ := rechain(t, forged)
+	honest := rcCheckpoint(t, key, "node-1", 0, nil, 7, head("acme", "t1", recs[6], true))
+	wantOne(t, "rewritten after the fact", rcVerify(t, append(fdata, honest), VerifyOptions{}, false), "t1", 6,
+		"checkpoint 0 of node node-1 attests seq 6 with hash")
+}
+
+// --turn and --tenant verify part of a trail: checkpoint entries and
+// events of other turns are not expected, and the node's event count is
+// not compared; the selected turns are still fully judged.
+func TestRestrictedVerificationOfARechainedTrail(t *testing.T) {
+	key := cpKey(t)
+	adata, arecs := rechain(t, rcTurn("node-1", "acme", "a"))
+	bdata, brecs := rechain(t, rcTurn("node-1", "globex", "b"))
+	cp := rcCheckpoint(t, key, "node-1", 0, nil, 14, head("acme", "a", arecs[6], true), head("globex", "b", brecs[6], true))
+	full := append(append(slices.Clone(adata), bdata...), cp)
+	if rep := rcVerify(t, full, VerifyOptions{}, false); !rep.OK() || rep.Events != 14 || rep.Turns != 2 || rep.Covered != 14 {
+		t.Fatalf("the whole trail: %+v", rep)
+	}
+	onlyA := append(slices.Clone(adata), cp)
+	// Unrestricted, b's absence is a deletion: its attested head and the
+	// node's event count both say so.
+	rep := rcVerify(t, onlyA, VerifyOptions{}, false)
+	if len(rep.Violations) != 2 || rep.Violations[0].TurnID != "b" || !strings.Contains(rep.Violations[0].Reason, "none of its events are in the trail") ||
+		!rep.Violations[1].Checkpoint || !strings.Contains(rep.Violations[1].Reason, "counts 14 events written; the trail holds 7") {
+		t.Fatalf("a's part verified as the whole: %v", rep.Violations)
+	}
+	for _, opts := range []VerifyOptions{{TurnID: "a"}, {Tenant: "acme"}, {TurnID: "a", Tenant: "acme"}} {
+		if rep := rcVerify(t, onlyA, opts, false); !rep.OK() || rep.Events != 7 || rep.Turns != 1 || rep.Covered != 7 {
+			t.Errorf("%+v over a's part: %+v", opts, rep)
+		}
+		// Records of other turns that slip through the reader's filter are
+		// neither counted nor judged.
+		if rep := rcVerify(t, append(slices.Clone(bdata[:3]), onlyA...), opts, false); !rep.OK() || rep.Events != 7 {
+			t.Errorf("%+v with b's records slipped in: %+v", opts, rep)
+		}
+		// a's own tail cut is still found, from the checkpoint.
+		cut := append(slices.Clone(adata[:5]), cp)
+		wantOne(t, fmt.Sprintf("%+v, a's tail cut", opts), rcVerify(t, cut, opts, true), "a", 5, "attests seq 6; the trail ends at seq 4")
+	}
+	// A restriction to the other turn or tenant judges nothing of a.
+	for _, opts := range []VerifyOptions{{TurnID: "b"}, {Tenant: "globex"}, {TurnID: "a", Tenant: "globex"}} {
+		rep := rcVerify(t, onlyA, opts, false)
+		if rep.Events != 0 {
+			t.Errorf("%+v judged %d events of a", opts, rep.Events)
+		}
+		if opts.TurnID == "b" || opts.Tenant == "globex" && opts.TurnID == "" {
+			wantOne(t, fmt.Sprintf("%+v", opts), rep, "b", 0, "none of its events are in the trail")
+		}
+	}
+}
+
+// An anchor of a node none of whose checkpoints (nor events) are in the
+// trail: the tail was cut before the node's first checkpoint. It is
+// reported, with the turns the anchor attests, and does not panic.
+func TestAnchorOfANodeWithoutCheckpoints(t *testing.T) {
+	key := cpKey(t)
+	data, recs := rechain(t, rcTurn("node-2", "acme", "t2"))
+	anchor := rcCheckpoint(t, key, "node-2", 0, nil, 7, head("acme", "t2", recs[6], true))
+	other, _ := rechain(t, rcTurn("node-1", "acme", "t1"))
+	for name, trail := range map[string][][]byte{
+		"no record of node-2":                other,
+		"node-2's events, no checkpoint":     append(slices.Clone(other), data...),
+		"node-2's events cut, no checkpoint": append(slices.Clone(other), data[:3]...),
+	} {
+		var rep Report
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					t.Fatalf("%s: panic: %v", name, r)
+				}
+			}()
+			rep = rcVerify(t, trail, VerifyOptions{Anchors: [][]byte{anchor}}, true)
+		}()
+		var chain, turn []Violation
+		for _, v := range rep.Violations {
+			if v.Checkpoint {
+				chain = append(chain, v)
+			} else {
+				turn = append(turn, v)
+			}
+		}
+		if len(chain) != 1 || chain[0].Node != "node-2" || chain[0].Seq != 0 || chain[0].Index != -1 ||
+			!strings.Contains(chain[0].Reason, "the anchor is checkpoint 0 of node node-2, none of its checkpoints are in the trail") {
+			t.Errorf("%s: chain violations %v", name, chain)
+		}
+		switch name {
+		case "no record of node-2":
+			if len(turn) != 1 || turn[0].TurnID != "t2" || turn[0].Node != "node-2" || !strings.Contains(turn[0].Reason, "none of its events are in the trail") {
+				t.Errorf("%s: turn violations %v", name, turn)
+			}
+		case "node-2's events, no checkpoint":
+			if len(turn) != 0 {
+				t.Errorf("%s: turn violations %v", name, turn)
+			}
+		default:
+			if len(turn) != 1 || turn[0].TurnID != "t2" || turn[0].Seq != 3 || !strings.Contains(turn[0].Reason, "the trail ends at seq 2") {
+				t.Errorf("%s: turn violations %v", name, turn)
+			}
+		}
+	}
+}
