@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sharedos/sharedos/client"
+	"github.com/sharedos/sharedos/messages"
 	"github.com/sharedos/sharedos/reason"
 )
 
@@ -173,7 +174,11 @@ func turnCmd(args []string) error {
 		return err
 	}
 	defer nc.Close()
-	cl := client.New(nc, &client.Options{Prefix: c.prefix})
+	// Take any reply the server can carry (the node bounds its replies by
+	// the same max payload).
+	lim := messages.DefaultLimits()
+	lim.MaxBytes = max(8<<20, int(nc.MaxPayload()))
+	cl := client.New(nc, &client.Options{Prefix: c.prefix, Limits: lim})
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
 
