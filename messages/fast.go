@@ -22,7 +22,8 @@ import (
 // reports false for anything else — another encoder's choices, unknown
 // keys, trailing bytes, a destination that is not zero — without touching
 // the destination, so Decode falls back to the reflective decoder and the
-// result is what it would have been.
+// result is what it would have been. Either decoder only sees frames the
+// shape check (shape.go) passed: maps with str keys all the way down.
 
 // fastMessage is implemented by the messages with a fast path.
 type fastMessage interface {
