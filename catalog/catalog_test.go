@@ -222,10 +222,12 @@ func TestAliasesAreUniqueAndReversible(t *testing.T) {
 		InputSchema: json.RawMessage(`{"type":"object"}`), Capability: "github.search", Requirement: "github/personal"})
 	notion := mustTool(t, "notion", searchDef())
 	r := mustRegistry(t, work, personal, notion)
+	// Both claim github_search, so both take the hashed alias of their
+	// identity; notion keeps its preferred alias.
 	want := map[string]catalog.Identity{
-		"github-work_search":     work.Identity,
-		"github-personal_search": personal.Identity,
-		"notion_search":          notion.Identity,
+		"github-work_search__" + identityHash(work.Identity):         work.Identity,
+		"github-personal_search__" + identityHash(personal.Identity): personal.Identity,
+		"notion_search": notion.Identity,
 	}
 	for alias, id := range want {
 		tool, ok := r.Lookup(alias)
@@ -236,8 +238,14 @@ func TestAliasesAreUniqueAndReversible(t *testing.T) {
 			t.Errorf("Alias(%v) = %q, want %q", id, r.Alias(id), alias)
 		}
 	}
-	if _, err := catalog.Build([]*catalog.Tool{notion, notion}); err == nil {
-		t.Error("duplicate identity accepted")
+	if _, ok := r.Lookup("github_search"); ok {
+		t.Error("a claimed preferred alias resolves")
+	}
+	if r.Alias(catalog.Identity{Provider: "notion", Name: "ghost"}) != "" {
+		t.Error("an unknown identity has an alias")
+	}
+	if _, err := catalog.Build([]*catalog.Tool{notion, notion}); !errors.Is(err, catalog.ErrDuplicateIdentity) {
+		t.Errorf("duplicate identity: err = %v", err)
 	}
 }
 

@@ -15,6 +15,29 @@
 // catalogHash. Nothing in a Registry changes after Build; the turn decides
 // every list and call against it while authority stays live.
 //
+// # Aliases
+//
+// An alias matches ^[A-Za-z0-9_-]{1,64}$ (a valid MCP tool name, and what
+// most model APIs accept). sanitize(s) replaces every byte of s outside
+// that set with '_'. A tool's preferred alias is sanitize(namespace + "_" +
+// name) — unless it is longer than 64 bytes or ends in "__" followed by 20
+// lowercase hex digits (optionally then "_" and digits), a shape reserved
+// for hashed aliases. A tool takes its preferred alias when no other tool
+// in the registry has the same preferred alias. Otherwise — a claimed
+// preferred alias (every claimant, not all but one), an overlong one or a
+// reserved-shape one — it takes the hashed alias
+// sanitize(provider + "_" + name) cut to 42 bytes, then "__" and the first
+// 20 hex digits of SHA-256 over its identity (provider, name). So a tool's
+// alias is a function of its own (provider, name, namespace) and of one
+// bit about the rest of the set: whether another tool claims the same
+// preferred alias. Which other providers answered changes nothing else.
+// The one exception needs two hashed tools whose identities share those 80
+// bits: then each takes its hashed alias (base cut shorter to fit) with
+// "_" and its rank among them in identity order appended. Assignment is
+// total — the three shapes cannot produce each other's strings, so Build
+// never fails on aliases — and Registry.Lookup and Registry.Alias are
+// exact inverses. Build refuses only the same identity twice.
+//
 // # Discovery limits
 //
 // Untrusted content — a provider's schemas, a model's arguments — is bounded

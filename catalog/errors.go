@@ -5,7 +5,7 @@ import (
 	"fmt"
 )
 
-// ErrInvalidDefinition is wrapped by every Normalize refusal.
+// ErrInvalidDefinition is wrapped by every Normalize and Build refusal.
 // Each refusal also wraps exactly one of the Err* sentinels below that
 // names the check that refused it, so a caller (or a test) can tell which
 // limit it hit: errors.Is(err, ErrSchemaNodes).
@@ -38,6 +38,7 @@ var (
 	ErrSchemaRequired    = definitionKind("schema required")    // a required name no "properties" of that object declares
 	ErrSchemaUnsupported = definitionKind("schema unsupported") // $dynamicRef, $dynamicAnchor, $anchor, or $id below the root
 	ErrSchemaCompile     = definitionKind("schema compile")     // refused by the validator's compiler
+	ErrDuplicateIdentity = definitionKind("duplicate identity") // Build: the same (provider, name) twice
 )
 
 // Why a call's arguments were refused.

@@ -122,7 +122,7 @@ func TestEachLimitRefusesAlone(t *testing.T) {
 	every := []error{catalog.ErrName, catalog.ErrDescription, catalog.ErrCapability, catalog.ErrRequirement, catalog.ErrAnnotations,
 		catalog.ErrSchemaMalformed, catalog.ErrSchemaTooLarge, catalog.ErrSchemaTooDeep, catalog.ErrSchemaDialect, catalog.ErrSchemaNotObject,
 		catalog.ErrSchemaNodes, catalog.ErrSchemaProperties, catalog.ErrSchemaRef, catalog.ErrSchemaRefCycle, catalog.ErrSchemaRequired,
-		catalog.ErrSchemaUnsupported, catalog.ErrSchemaCompile}
+		catalog.ErrSchemaUnsupported, catalog.ErrSchemaCompile, catalog.ErrDuplicateIdentity}
 	for _, c := range cases {
 		d := searchDef()
 		c.mutate(&d)

@@ -2,10 +2,12 @@ package catalog
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -20,17 +22,20 @@ type Registry struct {
 }
 
 // MaxAliasLen is the longest model-facing alias; most model APIs accept
-// ^[a-zA-Z0-9_-]{1,64}$.
+// ^[a-zA-Z0-9_-]{1,64}$, and MCP tool names (which also allow '.') too.
 const MaxAliasLen = 64
 
-// Build assembles a Registry from normalized tools. Duplicated identities
-// are an error: a provider must not list a name twice.
-//
-// Aliases are assigned deterministically from the set, independent of
-// order: a tool's alias is "<namespace>_<name>" made provider-safe; tools
-// whose preferred aliases collide all take "<provider>_<name>" instead, and
-// any that still collide (or are too long) get a suffix of their identity's
-// hash. The reverse mapping is always exact.
+// aliasHashLen is how many hex digits of the identity's SHA-256 a hashed
+// alias carries: 80 bits, so two identities share them only by a
+// deliberate collision search of about 2^40 hashes among an attacker's own
+// names, and a given tool's only by a second preimage (2^80).
+const aliasHashLen = 20
+
+// Build assembles a Registry from normalized tools. The only refusal is
+// the same identity twice (ErrDuplicateIdentity): a caller's bug, since a
+// provider's duplicate names are dropped before Build and provider ids are
+// unique. Alias assignment never fails; see the package documentation for
+// the rule.
 func Build(tools []*Tool) (*Registry, error) {
 	sorted := slices.Clone(tools)
 	slices.SortFunc(sorted, func(a, b *Tool) int {
@@ -46,52 +51,99 @@ func Build(tools []*Tool) (*Registry, error) {
 	}
 	for i, t := range sorted {
 		if _, dup := r.byIdentity[t.Identity]; dup {
-			return nil, fmt.Errorf("%w: %s listed twice", ErrInvalidDefinition, t.Identity)
+			return nil, fmt.Errorf("%w: %s listed twice", ErrDuplicateIdentity, t.Identity)
 		}
 		r.byIdentity[t.Identity] = i
 	}
 	r.aliases = assignAliases(sorted)
 	for i, a := range r.aliases {
-		if j, taken := r.byAlias[a]; taken {
-			return nil, fmt.Errorf("%w: %s and %s both map to alias %q", ErrInvalidDefinition, sorted[j].Identity, sorted[i].Identity, a)
-		}
 		r.byAlias[a] = i
 	}
 	r.hash = catalogHash(sorted, r.aliases)
 	return r, nil
 }
 
+// assignAliases gives each tool (in identity order, identities distinct)
+// its alias. The three forms cannot produce each other's strings:
+//
+//	preferred  sanitize(namespace "_" name), never ending in "__" + 20 hex
+//	           digits, optionally followed by "_" + digits
+//	hashed     sanitize(provider "_" name)[:42] "__" hash
+//	collided   sanitize(provider "_" name)[:n] "__" hash "_" index
+//
+// A preferred alias is used when it is at most MaxAliasLen, not of the
+// reserved hashed shape, and no other tool's preferred alias is the same
+// string; so preferred aliases are distinct, and distinct from the other
+// two forms. hash is the identity's; a hashed alias ends in 20 hex digits
+// after "__", a collided one in "_" and fewer than 20 digits, so they
+// differ; hashed aliases with different hashes differ; collided aliases
+// are read back from the right as (hash, index), and the index is the
+// tool's rank among the hashed tools that share its hash.
 func assignAliases(tools []*Tool) []string {
 	aliases := make([]string, len(tools))
-	count := func(f func(int) string) map[string]int {
-		m := map[string]int{}
-		for i := range tools {
-			m[f(i)]++
+	preferred := make([]string, len(tools))
+	claims := make(map[string]int, len(tools))
+	for i, t := range tools {
+		if p := sanitize(t.Namespace + "_" + t.Identity.Name); len(p) <= MaxAliasLen && !reservedAlias(p) {
+			preferred[i] = p
+			claims[p]++
 		}
-		return m
 	}
-	preferred := func(i int) string { return sanitize(tools[i].Namespace + "_" + tools[i].Identity.Name) }
-	byProvider := func(i int) string { return sanitize(tools[i].Identity.Provider + "_" + tools[i].Identity.Name) }
-	pc, bc := count(preferred), count(byProvider)
-	for i := range tools {
-		switch a := preferred(i); {
-		case pc[a] == 1 && len(a) <= MaxAliasLen:
-			aliases[i] = a
-		case bc[byProvider(i)] == 1 && len(byProvider(i)) <= MaxAliasLen && pc[byProvider(i)] == 0:
-			aliases[i] = byProvider(i)
-		default:
-			sum := sha256.Sum256([]byte(tools[i].Identity.Provider + "\x00" + tools[i].Identity.Name))
-			suffix := "_" + hex.EncodeToString(sum[:4])
-			base := byProvider(i)
-			if len(base)+len(suffix) > MaxAliasLen {
-				base = base[:MaxAliasLen-len(suffix)]
-			}
-			aliases[i] = base + suffix
+	hashes := make([]string, len(tools))
+	shared := map[string]int{}
+	for i, t := range tools {
+		if preferred[i] != "" && claims[preferred[i]] == 1 {
+			aliases[i] = preferred[i]
+			continue
 		}
+		hashes[i] = identityHash(t.Identity)
+		shared[hashes[i]]++
+	}
+	rank := map[string]int{}
+	for i, t := range tools {
+		h := hashes[i]
+		if h == "" {
+			continue
+		}
+		base := sanitize(t.Identity.Provider + "_" + t.Identity.Name)
+		suffix := "__" + h
+		if shared[h] > 1 {
+			rank[h]++
+			suffix += "_" + strconv.Itoa(rank[h])
+		}
+		aliases[i] = base[:min(len(base), MaxAliasLen-len(suffix))] + suffix
 	}
 	return aliases
 }
 
+// identityHash is the first 80 bits, in hex, of SHA-256 over the identity
+// (provider length-prefixed, so the pair is read back unambiguously). A
+// variable so tests can force collisions.
+var identityHash = func(id Identity) string {
+	h := sha256.New()
+	h.Write(binary.BigEndian.AppendUint64(nil, uint64(len(id.Provider))))
+	h.Write([]byte(id.Provider))
+	h.Write([]byte(id.Name))
+	return hex.EncodeToString(h.Sum(nil))[:aliasHashLen]
+}
+
+// reservedAlias reports whether a has the shape of a hashed or collided
+// alias: "__", 20 lowercase hex digits, then optionally "_" and digits, at
+// the end.
+func reservedAlias(a string) bool {
+	if i := strings.LastIndexByte(a, '_'); i >= 0 && i+1 < len(a) && strings.Trim(a[i+1:], "0123456789") == "" && hashTail(a[:i]) {
+		return true
+	}
+	return hashTail(a)
+}
+
+func hashTail(a string) bool {
+	n := len(a) - aliasHashLen
+	return n >= 2 && a[n-2:n] == "__" && strings.Trim(a[n:], "0123456789abcdef") == ""
+}
+
+// sanitize maps every byte outside [A-Za-z0-9_-] to '_' (so a multi-byte
+// character becomes several).
 func sanitize(s string) string {
 	b := []byte(s)
 	for i, c := range b {
