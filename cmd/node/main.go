@@ -35,7 +35,7 @@ import (
 const usage = `usage: node COMMAND [SUBCOMMAND] [flags] [arguments]
 
   node serve [--config cluster.yaml] [--log-level info]
-  node turn open --tenant T --principal P [--credential C] [--ns a,b] [--attr k=v,k=v]
+  node turn open --tenant T --principal P [--credential C] [--ns a,b] [--attr k=v,k=v] [--attach NODE/TURN]
   node turn list | namespaces | call ALIAS [JSON] | ns-set a,b | close | saved   [--turn NODE/TURN]
   node audit tail [--tenant T] [--turn ID] [--type TYPE] [--from-start] [--durable NAME]
   node audit export [--out FILE]

@@ -12,6 +12,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nats-io/nats.go"
+
+	"github.com/sharedos/sharedos/client"
 	"github.com/sharedos/sharedos/internal/config"
 	"github.com/sharedos/sharedos/internal/node"
 )
@@ -122,8 +125,36 @@ func TestReadmeCommands(t *testing.T) {
 		t.Fatal("close left the saved turn")
 	}
 
+	// A turn opened elsewhere is joined with --attach (a lease of its own);
+	// --turn names only saved turns.
+	nc, err := nats.Connect(n.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	other, err := client.New(nc, nil).Open(context.Background(), client.Access{Tenant: "acme", Principal: "ada", Namespaces: []string{"text"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errOut := runCLI(t, "turn", "list", "--turn", other.Handle.String()); code != 1 || !strings.Contains(errOut, "not saved") {
+		t.Fatalf("--turn of an unsaved turn: exit %d, %s", code, errOut)
+	}
+	if a := cli(0, "turn", "open", "--attach", other.Handle.String(), "--tenant", "acme", "--principal", "ada"); a["attached"] != true || a["turn"] != other.Handle.String() {
+		t.Fatalf("attach printed %v", a)
+	}
+	if r := cli(0, "turn", "call", "text_stats", `{"text":"a b"}`); r["turn"] != other.Handle.String() {
+		t.Fatalf("call on the attached turn printed %v", r)
+	}
+	cli(0, "turn", "close")
+	if _, err := other.ListTools(context.Background()); err != nil {
+		t.Fatalf("closing the CLI's lease closed the other holder's turn: %v", err)
+	}
+	if err := other.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+
 	report := cli(0, "audit", "verify", "--open-ok=false")
-	if report["ok"] != true || report["closed_turns"].(float64) != 2 {
+	if report["ok"] != true || report["closed_turns"].(float64) != 3 {
 		t.Fatalf("verify printed %v", report)
 	}
 	export := filepath.Join(dir, "trail.jsonl")
@@ -187,7 +218,7 @@ func TestUsageErrors(t *testing.T) {
 		{"bogus"}, {"turn"}, {"turn", "bogus"}, {"audit", "bogus"},
 		{"turn", "list", "--bogus"}, {"turn", "call"}, {"turn", "call", "a", "{}", "extra"},
 		{"turn", "call", "a", "{not json"}, {"turn", "ns-set"}, {"turn", "list", "extra"},
-		{"turn", "open", "--tenant", "acme"}, {"turn", "list", "--timeout"}, {"turn", "list", "--timeout", "soon"},
+		{"turn", "open", "--tenant", "acme"}, {"turn", "open", "--tenant", "a", "--principal", "p", "--attach", "nohandle"}, {"turn", "list", "--timeout"}, {"turn", "list", "--timeout", "soon"},
 		{"audit", "verify", "--type", "tool.invoked"}, {"serve", "extra"}, {"serve", "--log-level", "loud"},
 	} {
 		code, out, errOut := runCLI(t, args...)

@@ -17,8 +17,9 @@ import (
 
 const turnUsage = `usage: node turn SUBCOMMAND [flags] [arguments]
 
-  open --tenant T --principal P [--credential C] [--ns a,b] [--attr k=v,k=v]
-                      open a turn and save it (.sharedos/turns.json) as the default
+  open --tenant T --principal P [--credential C] [--ns a,b] [--attr k=v,k=v] [--attach NODE/TURN]
+                      open a turn (or join an open one) and save it
+                      (.sharedos/turns.json) as the default
   list                the tools the turn lists now, with its catalog_hash
   namespaces          the turn's namespaces: enabled or not, and how many tools each holds
   call ALIAS [JSON]   call a tool (alias: invoke); JSON arguments default to {}
@@ -61,7 +62,7 @@ func turnCmd(args []string) error {
 		sub = "call"
 	}
 	synopsis := map[string]string{
-		"open":       "--tenant T --principal P [--credential C] [--ns a,b] [--attr k=v,k=v] [flags]",
+		"open":       "--tenant T --principal P [--credential C] [--ns a,b] [--attr k=v,k=v] [--attach NODE/TURN] [flags]",
 		"list":       "[--turn NODE/TURN] [flags]",
 		"namespaces": "[--turn NODE/TURN] [flags]",
 		"call":       "ALIAS [JSON] [--turn NODE/TURN] [flags]",
@@ -70,7 +71,7 @@ func turnCmd(args []string) error {
 		"saved":      "",
 	}[sub]
 	about := map[string]string{
-		"open":       "Opens a turn and saves its handle and lease in " + statePath + "; it becomes the\nturn the other commands act on. Turns opened before stay saved (node turn saved).",
+		"open":       "Opens a turn and saves its handle and lease in " + statePath + "; it becomes the\nturn the other commands act on. Turns opened before stay saved (node turn saved).\nWith --attach, joins a turn already open (opened by another process, under the\nsame tenant, principal, credential and attributes) with a lease of its own.",
 		"list":       "Prints the tools the turn lists now and its catalog_hash.",
 		"namespaces": "Prints the turn's namespaces: enabled or not, and how many held tools each has.",
 		"call":       "Calls the tool the turn lists as ALIAS with JSON arguments (default {}).\nExit 3 when the kernel refuses the call.",
@@ -89,13 +90,14 @@ func turnCmd(args []string) error {
 			fs.StringVar(&turnSel, "turn", "", "the saved turn to act on: NODE/TURN or the turn id (default: the last opened)")
 		}
 	}
-	var tenant, principal, credential, ns, attrs string
+	var tenant, principal, credential, ns, attrs, attach string
 	if sub == "open" {
 		fs.StringVar(&tenant, "tenant", "", "tenant (required)")
 		fs.StringVar(&principal, "principal", "", "principal (required)")
 		fs.StringVar(&credential, "credential", "", "credential profile id")
 		fs.StringVar(&ns, "ns", "", "enabled namespaces, comma separated")
 		fs.StringVar(&attrs, "attr", "", "attributes k=v,k=v")
+		fs.StringVar(&attach, "attach", "", "join this open turn (NODE/TURN) instead of opening a new one")
 	}
 	if err := parse(fs, args); err != nil {
 		return err
@@ -146,11 +148,17 @@ func turnCmd(args []string) error {
 		}
 	}
 	var access client.Access
+	var attachTo client.Handle
 	if sub == "open" {
 		if tenant == "" || principal == "" {
 			return usageError{errors.New("turn open needs --tenant and --principal (node turn open -h for usage)")}
 		}
 		access = client.Access{Tenant: tenant, Principal: principal, Credential: credential, Namespaces: splitList(ns)}
+		if attach != "" {
+			if attachTo, err = client.ParseHandle(attach); err != nil {
+				return usageError{fmt.Errorf("turn open: --attach %q is not NODE/TURN (e.g. node-1/node-1.abc)", attach)}
+			}
+		}
 		for _, kv := range splitList(attrs) {
 			k, v, ok := strings.Cut(kv, "=")
 			if !ok || k == "" {
@@ -183,7 +191,12 @@ func turnCmd(args []string) error {
 	defer cancel()
 
 	if sub == "open" {
-		t, err := cl.Open(ctx, access)
+		var t *client.Turn
+		if attach != "" {
+			t, err = cl.Attach(ctx, attachTo, access)
+		} else {
+			t, err = cl.Open(ctx, access)
+		}
 		if err != nil {
 			return refusal(err, "")
 		}
