@@ -304,3 +304,25 @@ func TestReorder(t *testing.T) {
 		}
 	}
 }
+
+// A turn saved by the CLI before turns.json (.sharedos/turn.json) is kept.
+func TestLegacySavedTurnIsTakenOver(t *testing.T) {
+	t.Chdir(t.TempDir())
+	if err := os.MkdirAll(".sharedos", 0o700); err != nil {
+		t.Fatal(err)
+	}
+	legacy := `{"handle":{"node":"node-1","turn_id":"node-1.old"},"lease_id":"l1","access":{"Tenant":"acme","Principal":"ada"}}`
+	if err := os.WriteFile(legacyStatePath, []byte(legacy), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runCLI(t, "turn", "saved")
+	if code != 0 || !strings.Contains(out, `"turn": "node-1/node-1.old"`) {
+		t.Fatalf("exit %d, stdout %s, stderr %s", code, out, errOut)
+	}
+	if _, err := os.Stat(legacyStatePath); !os.IsNotExist(err) {
+		t.Fatal("the old file is still there")
+	}
+	if code, out, _ := runCLI(t, "turn", "saved"); code != 0 || !strings.Contains(out, "node-1/node-1.old") {
+		t.Fatalf("not kept: %s", out)
+	}
+}
