@@ -47,9 +47,6 @@ type turnActor struct {
 	// set once one of them failed (see checkReceipts).
 	unconfirmed []audit.Receipt
 	failed      bool
-	// last is the latest instant the turn stamped: a turn's event times
-	// never decrease with seq, even if the wall clock steps back.
-	last time.Time
 	// calls are the executions in flight, by call id: who waits for each,
 	// and how to stop it.
 	calls map[string]*pendingCall
@@ -107,7 +104,7 @@ func newTurnProps(sh *shared) *actor.Props {
 func (a *turnActor) starting(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *startTurn:
-		a.turnID, a.oneOp, a.activity, a.last = msg.access.TurnID, msg.oneOp, msg.activity, msg.access.Now
+		a.turnID, a.oneOp, a.activity = msg.access.TurnID, msg.oneOp, msg.activity
 		m, rec := turn.New(turn.Config{
 			Node: a.sh.opts.Node, Incarnation: randomID(), StepCeiling: a.sh.opts.StepCeiling,
 			MaxInFlight: a.sh.opts.MaxInFlightPerTurn, OneOperation: a.oneOp, Switches: a.sh.opts.Switches,
@@ -242,16 +239,10 @@ func (a *turnActor) dispatch(ctx actor.Context, env envelope) {
 	}
 }
 
-// now stamps an instant: the clock's, never earlier than the last one
-// this turn stamped.
-func (a *turnActor) now() time.Time {
-	t := a.sh.opts.Clock()
-	if t.Before(a.last) {
-		t = a.last
-	}
-	a.last = t
-	return t
-}
+// now stamps an instant from the kernel's clock. (The machine never
+// records an instant earlier than one it already recorded, so a clock that
+// steps back cannot make a turn's event times decrease.)
+func (a *turnActor) now() time.Time { return a.sh.opts.Clock() }
 
 // operate decides one operation, resolving first if the catalogue is
 // needed. The operation's instant is stamped here, when it is decided —

@@ -75,6 +75,9 @@ type Machine struct {
 	steps    int
 	seq      uint64
 	prevHash string
+	// last is the latest instant recorded: every input's instant is
+	// clamped to it, so event times never decrease with seq.
+	last time.Time
 
 	auth      authority.Authority
 	registry  *catalog.Registry
@@ -97,6 +100,7 @@ func New(cfg Config, access authority.AccessContext) (*Machine, *audit.Record) {
 		cfg:    cfg,
 		access: access,
 		ns:     normalizeNamespaces(access.EnabledNamespaces),
+		last:   access.Now,
 	}
 	return m, m.record(access.Now, &audit.Event{Type: audit.TurnOpened, Namespaces: m.ns})
 }
@@ -105,6 +109,18 @@ func normalizeNamespaces(ns []string) []string {
 	out := slices.Clone(ns)
 	slices.Sort(out)
 	return slices.Compact(out)
+}
+
+// at is the instant an input is judged and recorded at: now, or the
+// turn's latest instant if now is earlier (a clock stepped back, or an
+// instant stamped before one already recorded). Within a turn, event
+// times never decrease with seq. (Switches.StampAtAdmission turns it off
+// for the conformance proof.)
+func (m *Machine) at(now time.Time) time.Time {
+	if now.Before(m.last) && !m.cfg.Switches.StampAtAdmission {
+		return m.last
+	}
+	return now
 }
 
 // Key is the turn's authority key.
@@ -169,6 +185,7 @@ type Resolution struct {
 // are held for the rest of the turn; on failure nothing is held and the
 // next operation that needs the catalogue tries again.
 func (m *Machine) Resolve(now time.Time, r Resolution) *audit.Record {
+	now = m.at(now)
 	ev := &audit.Event{Type: audit.CatalogResolved, Catalog: &audit.Catalog{Providers: r.Providers, Tools: []audit.Tool{}}}
 	if r.Err != nil {
 		return m.record(now, ev)
@@ -251,6 +268,7 @@ func ListedSize(alias string, t *catalog.Tool) int {
 // tool.catalog.listed with the aliases it showed: the trail says exactly
 // what the model was shown, and when.
 func (m *Machine) ListPage(now time.Time, p Page) (listed []Listed, next, hash string, rec *audit.Record, err error) {
+	now = m.at(now)
 	if err := m.ready(); err != nil {
 		return nil, "", "", nil, err
 	}
@@ -331,6 +349,7 @@ func (m *Machine) ListNamespaces() ([]NamespaceInfo, error) {
 // UpdateNamespaces replaces the enabled namespaces; it takes effect from
 // the next operation of this turn.
 func (m *Machine) UpdateNamespaces(now time.Time, ns []string) (*audit.Record, error) {
+	now = m.at(now)
 	if m.phase != open {
 		return nil, reason.New(reason.TurnClosed, "turn %s is closed", m.access.TurnID)
 	}
@@ -379,6 +398,7 @@ type Decision struct {
 
 // Decide decides a call at now against the held registry and live authority.
 func (m *Machine) Decide(now time.Time, inv Invocation) (Decision, *audit.Record) {
+	now = m.at(now)
 	if err := m.ready(); err != nil {
 		return Decision{Alias: inv.Alias, Err: err.(*reason.Error)}, nil
 	}
@@ -464,6 +484,7 @@ type Completion struct {
 
 // Complete records a dispatched call's end at now.
 func (m *Machine) Complete(now time.Time, c Completion) (*audit.Record, error) {
+	now = m.at(now)
 	f, ok := m.inFlight[c.CallID]
 	if !ok {
 		return nil, fmt.Errorf("turn %s: completion for unknown call %s", m.access.TurnID, c.CallID)
@@ -498,6 +519,7 @@ func (m *Machine) BeginClose() bool {
 // "idle", "closed", "shutdown" or "one_operation". It returns nil if the
 // turn was already closed.
 func (m *Machine) Finish(now time.Time, why string) *audit.Record {
+	now = m.at(now)
 	if m.phase == closed {
 		return nil
 	}
@@ -514,6 +536,9 @@ func (m *Machine) Finish(now time.Time, why string) *audit.Record {
 func (m *Machine) record(now time.Time, ev *audit.Event) *audit.Record {
 	ev.ID = m.cfg.Incarnation + "-" + strconv.FormatUint(m.seq, 10)
 	ev.Time = now.UTC()
+	if now.After(m.last) {
+		m.last = now
+	}
 	ev.Node = m.cfg.Node
 	ev.Tenant, ev.Principal, ev.CredentialProfile = m.access.Tenant, m.access.Principal, m.access.CredentialProfile
 	ev.TurnID = m.access.TurnID
