@@ -375,8 +375,11 @@ func (v *Verifier) addEvent(data []byte, ev *leanEvent) {
 	ts.hist = append(ts.hist, hash)
 	v.check(ts, ev)
 	for !ts.broken && len(ts.pending) > 0 && ts.pending[0].seq == seq {
-		v.settle(ts, ts.pending[0], v.index)
+		// Take the claim off first: a claim that fails breaks the turn,
+		// which drops every pending claim.
+		c := ts.pending[0]
 		ts.pending = ts.pending[1:]
+		v.settle(ts, c, v.index)
 	}
 }
 

@@ -426,3 +426,41 @@ func TestAnchorOfANodeWithoutCheckpoints(t *testing.T) {
 		}
 	}
 }
+
+// A checkpoint read before the events it attests leaves a pending claim;
+// when the event arrives and differs, the turn breaks (dropping its
+// pending claims) and the violation is reported, without a panic. Found
+// by a random search over trails with checkpoints and anchors.
+func TestPendingClaimThatFailsWhenItsEventArrives(t *testing.T) {
+	key := cpKey(t)
+	data, recs := rechain(t, rcTurn("node-1", "acme", "t1"))
+	wrongHash := head("acme", "t1", recs[3], false)
+	wrongHash.Hash = recs[2].Hash
+	wrongClose := head("acme", "t1", recs[3], true)
+	for _, tc := range []struct {
+		name   string
+		h      TurnHead
+		reason string
+	}{
+		{"another hash", wrongHash, "checkpoint 0 of node node-1 attests seq 3 with hash"},
+		{"closed where it is not", wrongClose, "says the turn closed at seq 3: the trail disagrees"},
+	} {
+		cp := rcCheckpoint(t, key, "node-1", 0, nil, 7, tc.h)
+		for _, anchored := range []bool{false, true} {
+			opts := VerifyOptions{}
+			if anchored {
+				opts.Anchors = [][]byte{cp}
+			}
+			var rep Report
+			func() {
+				defer func() {
+					if r := recover(); r != nil {
+						t.Fatalf("%s (anchored %v): panic: %v", tc.name, anchored, r)
+					}
+				}()
+				rep = rcVerify(t, append([][]byte{cp}, data...), opts, false)
+			}()
+			wantOne(t, tc.name, rep, "t1", 3, tc.reason)
+		}
+	}
+}
