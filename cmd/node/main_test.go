@@ -99,7 +99,7 @@ func TestReadmeCommands(t *testing.T) {
 	// still reachable with --turn (NODE/TURN or the bare id), and closing
 	// the second makes the first the default again.
 	code, out, errOut := runCLI(t, "turn", "open", "--tenant", "acme", "--principal", "bob", "--ns", "notes")
-	if code != 0 || !strings.Contains(errOut, "1 turn(s) opened before") {
+	if code != 0 || !strings.Contains(errOut, "1 turn(s) saved before") {
 		t.Fatalf("second open: exit %d, stdout %s stderr %s", code, out, errOut)
 	}
 	var second map[string]any

@@ -205,7 +205,7 @@ func turnCmd(args []string) error {
 			return err
 		}
 		if others := len(store.Turns) - 1; others > 0 {
-			fmt.Fprintf(stderr, "node: %s is now the default turn; %d turn(s) opened before stay open and saved (node turn saved; close one with node turn close --turn NODE/TURN)\n",
+			fmt.Fprintf(stderr, "node: %s is now the default turn; %d turn(s) saved before stay saved, and open unless closed or idled out (node turn saved lists them; node turn close --turn NODE/TURN closes one)\n",
 				t.Handle, others)
 		}
 		return printJSON(map[string]any{"turn": t.Handle.String(), "node": t.Handle.Node, "turn_id": t.Handle.TurnID,
