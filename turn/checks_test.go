@@ -447,3 +447,82 @@ func TestFailedResolutionRecord(t *testing.T) {
 		t.Fatalf("turn.closed %+v %+v", closed.Event, closed.Event.Close)
 	}
 }
+
+// ListedSize counts every field a listing shows, each by its length.
+func TestListedSizeCountsEveryField(t *testing.T) {
+	base := catalog.Tool{
+		Identity: catalog.Identity{Provider: "p", Name: "n"}, Namespace: "ns", Revision: "r", Description: "d",
+		InputSchema: json.RawMessage(`{}`), OutputSchema: json.RawMessage(`{}`), Annotations: json.RawMessage(`{}`),
+	}
+	want := 160 + len("a") + 1 + 1 + 2 + 1 + 1 + 2 + 2 + 2
+	if got := turn.ListedSize("a", &base); got != want {
+		t.Fatalf("ListedSize = %d, want %d", got, want)
+	}
+	for name, grow := range map[string]func(tl *catalog.Tool){
+		"provider":      func(tl *catalog.Tool) { tl.Identity.Provider += "xyz" },
+		"name":          func(tl *catalog.Tool) { tl.Identity.Name += "xyz" },
+		"namespace":     func(tl *catalog.Tool) { tl.Namespace += "xyz" },
+		"revision":      func(tl *catalog.Tool) { tl.Revision += "xyz" },
+		"description":   func(tl *catalog.Tool) { tl.Description += "xyz" },
+		"input schema":  func(tl *catalog.Tool) { tl.InputSchema = json.RawMessage(`{xyz}`) },
+		"output schema": func(tl *catalog.Tool) { tl.OutputSchema = json.RawMessage(`{xyz}`) },
+		"annotations":   func(tl *catalog.Tool) { tl.Annotations = json.RawMessage(`{xyz}`) },
+	} {
+		tl := base
+		grow(&tl)
+		if got := turn.ListedSize("a", &tl); got != want+3 {
+			t.Errorf("%s grown: ListedSize = %d, want %d", name, got, want+3)
+		}
+	}
+	if got := turn.ListedSize("abcd", &base); got != want+3 {
+		t.Errorf("longer alias: ListedSize = %d, want %d", got, want+3)
+	}
+}
+
+// A page's byte budget is spent by the sum of its tools, not by each.
+func TestListPageBudgetIsCumulative(t *testing.T) {
+	access := authority.AccessContext{Tenant: "acme", Principal: "ada", TurnID: "t1", Now: t0, EnabledNamespaces: []string{"a"}}
+	m, _ := turn.New(turn.Config{Incarnation: "i", StepCeiling: 1}, access)
+	m.Resolve(t0, turn.Resolution{
+		Authority: grants(t, authority.GrantSpec{ID: "g", Capability: "**", Resource: "**"}),
+		Registry:  registry(t, def("t1", "a", "a.t1", "a/1"), def("t2", "a", "a.t2", "a/2"), def("t3", "a", "a.t3", "a/3")),
+	})
+	all, _, _, _ := m.List(t0)
+	two := turn.ListedSize(all[0].Alias, all[0].Tool) + turn.ListedSize(all[1].Alias, all[1].Tool)
+	for _, tc := range []struct {
+		budget int
+		want   int
+	}{{two, 2}, {two - 1, 1}, {two + turn.ListedSize(all[2].Alias, all[2].Tool), 3}, {0, 3}} {
+		page, next, _, _, err := m.ListPage(t0, turn.Page{MaxBytes: tc.budget})
+		if err != nil || len(page) != tc.want {
+			t.Errorf("budget %d: %d tools, want %d (%v)", tc.budget, len(page), tc.want, err)
+			continue
+		}
+		if wantNext := page[len(page)-1].Alias; tc.want < 3 && next != wantNext || tc.want == 3 && next != "" {
+			t.Errorf("budget %d: next %q", tc.budget, next)
+		}
+	}
+}
+
+// The conformance proof's switch: without a held registry every operation
+// re-resolves, but never while a call is in flight (its completion joins
+// the catalogue it was decided against).
+func TestReresolvePerOperationSwitch(t *testing.T) {
+	m, _ := newTurn(t, turn.Config{Switches: turn.Switches{ReresolvePerOperation: true}})
+	d, _ := m.Decide(t0, turn.Invocation{Alias: "notes_put", Arguments: json.RawMessage(`{"w":"x"}`)})
+	if d.Err != nil || !m.Resolved() {
+		t.Fatalf("dropped the registry with a call in flight: %v resolved=%v", d.Err, m.Resolved())
+	}
+	if _, err := m.Complete(t0, turn.Completion{CallID: d.CallID}); err != nil || m.Resolved() {
+		t.Fatalf("kept the registry after the last completion: %v resolved=%v", err, m.Resolved())
+	}
+	m2, _ := newTurn(t, turn.Config{Switches: turn.Switches{ReresolvePerOperation: true}})
+	if _, _, _, err := m2.List(t0); err != nil || m2.Resolved() {
+		t.Fatalf("kept the registry after a listing: %v", err)
+	}
+	m3, _ := newTurn(t, turn.Config{})
+	m3.List(t0)
+	if !m3.Resolved() {
+		t.Fatal("dropped the registry without the switch")
+	}
+}
