@@ -51,5 +51,62 @@ soak:
 	$(GO) test -run '^$$' -fuzz '^FuzzGuard$$' -fuzztime 10m -fuzzminimizetime 5s ./messages
 	$(GO) run ./bench --concurrency 64 --duration $(SOAKTIME)
 
+## mutation: mutation testing (gremlins) of the kernel's core, one run per package, then a
+## table of efficacy per package and the surviving mutants. Not part of `make test`.
+## A mutant that does not compile (or fails vet) is NOT VIABLE, never a kill; efficacy is
+## killed / (killed + lived). MUTATION_PKGS picks rows (MUTATION_PKGS='turn guard');
+## docs/mutation.md explains the rows, the mutators and every known survivor.
+.PHONY: mutation
+GREMLINS ?= $(shell command -v gremlins 2>/dev/null || echo $(HOME)/go/bin/gremlins)
+MUTATION_DIR ?= $(or $(TMPDIR),/tmp)/sharedos-mutation
+MUTATION_PKGS ?= turn authority guard verify catalog
+MUTATION_FLAGS ?= --workers 1 --timeout-coefficient 5 --invert-logical --remove-self-assignments
+# row name := package directory[:the only file mutated] (no file: every file of the package)
+MUTATION_ROW_turn := turn
+MUTATION_ROW_authority := authority
+MUTATION_ROW_guard := messages:guard.go
+MUTATION_ROW_verify := internal/audit:verify.go
+MUTATION_ROW_catalog := catalog
+# gremlins scores every exit status 1 of `go test` as KILLED, and `go test` exits 1 when the
+# mutated package does not build; this shim in front of go turns "[build failed]" into
+# exit 2, which gremlins scores NOT VIABLE.
+define MUTATION_GO_SHIM
+#!/usr/bin/env bash
+real="$$MUTATION_REAL_GO"
+[ "$${1:-}" = test ] || exec "$$real" "$$@"
+out=$$(mktemp)
+"$$real" "$$@" >"$$out" 2>&1
+rc=$$?
+cat "$$out"
+if [ "$$rc" -ne 0 ] && grep -qE '\[(build|setup) failed\]' "$$out"; then rc=2; fi
+rm -f "$$out"
+exit "$$rc"
+endef
+export MUTATION_GO_SHIM
+MUTATION_JQ_ROW := def n(s): [.files[].mutations[] | select(.status == s)] | length; \
+  [$$row, n("KILLED"), n("LIVED"), n("NOT VIABLE"), n("TIMED OUT"), n("NOT COVERED"), \
+   (if n("KILLED") + n("LIVED") == 0 then "-" else "\(n("KILLED") * 1000 / (n("KILLED") + n("LIVED")) | floor / 10)%" end)] | @tsv
+MUTATION_JQ_LIVED := [.files[] | .file_name as $$f | .mutations[] | select(.status == "LIVED") | [$$f, .line, .column, .type]] \
+  | sort_by(.[0], .[1], .[2])[] | "  \($$row): \(.[0]):\(.[1]):\(.[2]) \(.[3])"
+mutation:
+	@mkdir -p $(MUTATION_DIR)/bin
+	@printf '%s\n' "$$MUTATION_GO_SHIM" > $(MUTATION_DIR)/bin/go && chmod +x $(MUTATION_DIR)/bin/go
+	@$(foreach row,$(MUTATION_PKGS),$(if $(MUTATION_ROW_$(row)),,$(error unknown mutation row $(row))))
+	@for spec in $(foreach row,$(MUTATION_PKGS),$(row)=$(MUTATION_ROW_$(row))); do \
+	  row=$${spec%%=*}; dir=$${spec#*=}; keep=; \
+	  case $$dir in *:*) keep=$${dir#*:}; dir=$${dir%%:*};; esac; \
+	  ex=(); if [ -n "$$keep" ]; then for f in $$dir/*.go; do b=$${f##*/}; \
+	    case $$b in *_test.go|"$$keep") ;; *) ex+=(-E "^$${b//./\\.}\$$");; esac; done; fi; \
+	  echo "gremlins: $$row ($$dir$${keep:+/$$keep}) -> $(MUTATION_DIR)/$$row.log"; \
+	  MUTATION_REAL_GO=$$(command -v $(GO)) PATH=$(MUTATION_DIR)/bin:$$PATH \
+	    $(GREMLINS) unleash $(MUTATION_FLAGS) "$${ex[@]}" -o $(MUTATION_DIR)/$$row.json ./$$dir \
+	    > $(MUTATION_DIR)/$$row.log 2>&1 || { tail -20 $(MUTATION_DIR)/$$row.log; exit 1; }; \
+	done
+	@printf '\n%-10s %7s %6s %11s %10s %12s %9s\n' package killed lived 'not viable' 'timed out' 'not covered' efficacy
+	@for row in $(MUTATION_PKGS); do jq -r --arg row $$row '$(MUTATION_JQ_ROW)' $(MUTATION_DIR)/$$row.json; done \
+	  | awk -F'\t' '{ printf "%-10s %7s %6s %11s %10s %12s %9s\n", $$1, $$2, $$3, $$4, $$5, $$6, $$7 }'
+	@echo; echo 'survivors (LIVED):'
+	@for row in $(MUTATION_PKGS); do jq -r --arg row $$row '$(MUTATION_JQ_LIVED)' $(MUTATION_DIR)/$$row.json; done
+
 clean:
 	rm -rf data .sharedos
