@@ -105,7 +105,7 @@ func (d *directory) Receive(ctx actor.Context) {
 		d.closeIdle(ctx)
 		d.sweep.Reset(d.sweepEvery())
 	case *openTurn:
-		ctx.Respond(d.open(ctx, msg.access))
+		ctx.Respond(d.open(ctx, msg.access, msg.attach))
 	case *oneOperation:
 		d.runOneOperation(ctx, msg)
 	case *releaseLease:
@@ -140,7 +140,7 @@ func (d *directory) Receive(ctx actor.Context) {
 	}
 }
 
-func (d *directory) open(ctx actor.Context, access authority.AccessContext) any {
+func (d *directory) open(ctx actor.Context, access authority.AccessContext, attach bool) any {
 	if d.draining != nil {
 		return reason.New(reason.Overloaded, "node %s is shutting down", d.sh.opts.Node)
 	}
@@ -152,12 +152,18 @@ func (d *directory) open(ctx actor.Context, access authority.AccessContext) any 
 		case l.closing:
 			return reason.New(reason.TurnClosed, "turn %s is closing", access.TurnID)
 		}
-		id := randomID()
+		id := mintID()
 		l.add(id)
 		return &Opened{TurnID: access.TurnID, LeaseID: id, Attached: true}
 	}
 	if d.closed.has(access.TurnID) {
 		return reason.New(reason.TurnClosed, "turn %s was closed; turn ids are not reused", access.TurnID)
+	}
+	if attach {
+		// Only the node mints turn ids: an id that is not open here is
+		// never opened as a new turn (it may have been closed before a
+		// restart; reopening it would give it a second chain).
+		return reason.New(reason.TurnNotFound, "no open turn %s on node %s", access.TurnID, d.sh.opts.Node)
 	}
 	if len(d.turns) >= d.sh.opts.MaxTurns {
 		return reason.New(reason.Overloaded, "node %s holds %d open turns", d.sh.opts.Node, len(d.turns))
@@ -166,7 +172,7 @@ func (d *directory) open(ctx actor.Context, access authority.AccessContext) any 
 	if err != nil {
 		return reason.New(reason.Internal, "spawning turn %s: %v", access.TurnID, err)
 	}
-	id := randomID()
+	id := mintID()
 	l := &lease{pid: pid, key: key, first: id}
 	d.turns[access.TurnID] = l
 	// First in the turn's mailbox: nobody can name the turn before this

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -536,5 +537,45 @@ func TestIdleClosesATurnWhoseLeaseIsHeld(t *testing.T) {
 	}
 	if err := k.Close(c, who, o.LeaseID); err != nil {
 		t.Fatalf("releasing the lease of an idled turn: %v", err)
+	}
+}
+
+// Only the node mints turn ids (130 random bits): attaching to an id that
+// is not open never opens a new turn, so a closed turn id cannot be
+// opened again — not even after a restart, when the tombstones are gone
+// (issue #9; on the old kernel it was reopened, and the verifier then
+// reported its trail as forged).
+func TestTurnIDsAreMintedByTheNodeOnly(t *testing.T) {
+	f := conformance.NewFixture(t)
+	k := start(t, f, nil)
+	c := ctx(t)
+	o, err := k.Open(c, conformance.Ada)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if suffix, ok := strings.CutPrefix(o.TurnID, "n1."); !ok || len(suffix) != 26 || len(o.LeaseID) != 26 {
+		t.Fatalf("minted turn id %q, lease %q: want n1. and 26 base32 characters (130 bits) each", o.TurnID, o.LeaseID)
+	}
+	chosen := conformance.Ada
+	chosen.TurnID = "n1.chosen-by-the-caller"
+	if _, err := k.Open(c, chosen); !errors.Is(err, reason.ErrTurnNotFound) {
+		t.Fatalf("attach to an id never opened: %v, want turn_not_found", err)
+	}
+	who := conformance.Ada
+	who.TurnID = o.TurnID
+	if err := k.Close(c, who, o.LeaseID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k.Open(c, who); !errors.Is(err, reason.ErrTurnClosed) {
+		t.Fatalf("attach to a closed id: %v, want turn_closed", err)
+	}
+	// A restarted node (a new kernel, the same audit sink) has no
+	// tombstones; the closed id is still not opened again.
+	restarted := start(t, f, nil)
+	if _, err := restarted.Open(c, who); !errors.Is(err, reason.ErrTurnNotFound) {
+		t.Fatalf("attach to a closed id after a restart: %v, want turn_not_found", err)
+	}
+	if n := len(events(f, o.TurnID, audit.TurnOpened)) + len(events(f, chosen.TurnID, audit.TurnOpened)); n != 1 {
+		t.Fatalf("%d turn.opened records, want 1", n)
 	}
 }

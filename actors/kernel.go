@@ -292,16 +292,20 @@ func (k *Kernel) begin() error {
 	return nil
 }
 
-// Open opens a turn for access, or attaches to it if a turn with the same
-// id and authority key is open, and returns the caller's lease. With an
-// empty TurnID the kernel mints one ("<node>.<random>").
+// Open opens a turn for access and returns the caller's lease; the kernel
+// mints the turn id ("<node>.<130 random bits>"), so a turn id is never
+// opened twice, across restarts too. With a TurnID, Open attaches: it
+// joins that turn if it is open under the same authority key, and is
+// refused otherwise (turn_closed for a recently closed id, turn_not_found
+// for any other) — a caller can never choose the id of a new turn.
 func (k *Kernel) Open(ctx context.Context, access authority.AccessContext) (Opened, error) {
 	if err := k.begin(); err != nil {
 		return Opened{}, err
 	}
 	defer k.ops.leave()
-	if access.TurnID == "" {
-		access.TurnID = k.sh.opts.Node + "." + randomID()
+	attach := access.TurnID != ""
+	if !attach {
+		access.TurnID = k.sh.opts.Node + "." + mintID()
 	} else if !idPattern.MatchString(access.TurnID) {
 		return Opened{}, reason.New(reason.InvalidRequest, "turn id %q must match %s", access.TurnID, idPattern)
 	}
@@ -309,7 +313,7 @@ func (k *Kernel) Open(ctx context.Context, access authority.AccessContext) (Open
 		return Opened{}, err
 	}
 	access.Now = k.sh.opts.Clock()
-	res, err := k.request(ctx, k.dir, &openTurn{access: access})
+	res, err := k.request(ctx, k.dir, &openTurn{access: access, attach: attach})
 	if err != nil {
 		return Opened{}, err
 	}
@@ -424,7 +428,7 @@ func (k *Kernel) turnOp(ctx context.Context, access authority.AccessContext, msg
 		if k.sh.opts.Switches.NoOneOperationTurns {
 			return nil, reason.New(reason.TurnNotFound, "operation names no turn")
 		}
-		access.TurnID = k.sh.opts.Node + ".op." + randomID()
+		access.TurnID = k.sh.opts.Node + ".op." + mintID()
 		return k.request(ctx, k.dir, &oneOperation{access: access, op: msg(access, deadline)})
 	}
 	if !validID(access.TurnID) {
@@ -508,6 +512,14 @@ func (k *Kernel) Shutdown(ctx context.Context) error {
 }
 
 var b32 = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
+
+// mintID is 130 random bits in lower-case base32: turn and lease ids,
+// which name capabilities and are never reused.
+func mintID() string {
+	var b [17]byte
+	_, _ = rand.Read(b[:])
+	return b32.EncodeToString(b[:])[:26]
+}
 
 // randomID is 100 random bits in lower-case base32.
 func randomID() string {

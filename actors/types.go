@@ -140,6 +140,9 @@ type (
 type (
 	openTurn struct {
 		access authority.AccessContext
+		// attach joins an open turn only; otherwise a new turn is opened
+		// under the id the kernel minted.
+		attach bool
 	}
 	// oneOperation asks the directory to run op in a new turn of one
 	// operation, counted and closed like any other turn.
