@@ -2,6 +2,7 @@ package audit
 
 import (
 	"crypto/ed25519"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -462,5 +463,98 @@ func TestPendingClaimThatFailsWhenItsEventArrives(t *testing.T) {
 			}()
 			wantOne(t, tc.name, rep, "t1", 3, tc.reason)
 		}
+	}
+}
+
+// The verifier's RFC 8785 string form agrees with encoding/json (HTML
+// escaping off) on every ASCII byte: only '"', '\\' and control
+// characters are escaped, \b \f \n \r \t in short form, others as \u00xx.
+func TestCatalogHashEscapesLikeRFC8785(t *testing.T) {
+	for c := 0; c < 0x7f; c++ {
+		alias := "a" + string(rune(c)) + "b"
+		var buf strings.Builder
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(map[string]any{"tools": []map[string]string{{"alias": alias, "revision": "r" + string(rune(c))}}, "v": 1}); err != nil {
+			t.Fatal(err)
+		}
+		want := HashData([]byte(strings.TrimSuffix(buf.String(), "\n")))
+		got := catalogHashOf([]leanTool{{alias: []byte(alias), revision: []byte("r" + string(rune(c)))}})
+		if got != want {
+			t.Errorf("byte 0x%02x: catalogHash %s, want %s (%s)", c, short(got), short(want), buf.String())
+		}
+	}
+	// Several tools are comma-separated, in the order given.
+	two := catalogHashOf([]leanTool{{alias: []byte("a"), revision: []byte("1")}, {alias: []byte("b"), revision: []byte("2")}})
+	if two != HashData([]byte(`{"tools":[{"alias":"a","revision":"1"},{"alias":"b","revision":"2"}],"v":1}`)) {
+		t.Errorf("two tools: %s", two)
+	}
+	if catalogHashOf(nil) != HashData([]byte(`{"tools":[],"v":1}`)) {
+		t.Error("no tools")
+	}
+}
+
+func TestViolationString(t *testing.T) {
+	for _, tc := range []struct {
+		v    Violation
+		want string
+	}{
+		{Violation{TurnID: "t1", Node: "n", Seq: 3, Index: 7, Reason: "why"}, "turn t1 seq 3 (record 7): why"},
+		{Violation{TurnID: "t1", Seq: 0, Index: 0, Reason: "why"}, "turn t1 seq 0 (record 0): why"},
+		{Violation{TurnID: "t1", Seq: 3, Index: -1, Reason: "why"}, "turn t1 seq 3 (end of trail): why"},
+		{Violation{Node: "n", Checkpoint: true, Seq: 2, Index: 5, Reason: "why"}, "checkpoint chain of node n seq 2 (record 5): why"},
+	} {
+		if got := tc.v.String(); got != tc.want {
+			t.Errorf("%q, want %q", got, tc.want)
+		}
+	}
+}
+
+// The report's figures and heads, field by field.
+func TestReportFigures(t *testing.T) {
+	key := cpKey(t)
+	pub := key.Public().(ed25519.PublicKey)
+	adata, arecs := rechain(t, rcTurn("node-1", "acme", "a"))
+	bdata, brecs := rechain(t, rcTurn("node-1", "acme", "b"))
+	cdata, _ := rechain(t, rcTurn("node-2", "acme", "c"))
+	cp0 := rcCheckpoint(t, key, "node-1", 0, nil, 9, head("acme", "a", arecs[6], true), head("acme", "b", brecs[1], false))
+	cp1 := rcCheckpoint(t, key, "node-1", 1, cp0, 12, head("acme", "b", brecs[4], false))
+	trail := append(slices.Clone(adata), bdata[:2]...)
+	trail = append(trail, cp0)
+	trail = append(trail, bdata[2:5]...)
+	trail = append(trail, cp1, cp1) // a retried publish: stored twice
+	trail = append(trail, cdata[:3]...)
+	for _, opts := range []VerifyOptions{{}, {Trusted: []ed25519.PublicKey{pub}}} {
+		rep := rcVerify(t, trail, opts, true)
+		wantTrust := TrustEmbedded
+		if len(opts.Trusted) > 0 {
+			wantTrust = TrustKeys
+		}
+		if !rep.OK() || rep.Events != 15 || rep.Turns != 3 || rep.Closed != 1 || rep.Checkpoints != 2 || rep.Covered != 7+5 || rep.Trust != wantTrust {
+			t.Fatalf("report %+v", rep)
+		}
+		p, _ := ParseCheckpoint(cp1)
+		want := []NodeHead{{Node: "node-1", Seq: 1, Hash: HashData(cp1), KeyID: KeyID(pub), Time: "2026-05-06T07:08:09Z", Events: 12}}
+		if !slices.Equal(rep.Heads, want) || p.KeyID != KeyID(pub) {
+			t.Fatalf("heads %+v, want %+v", rep.Heads, want)
+		}
+		// Closed turns required: b and c are open.
+		rep = rcVerify(t, trail, opts, false)
+		if len(rep.Violations) != 2 || rep.Violations[0].TurnID != "b" || rep.Violations[0].Seq != 5 || rep.Violations[1].TurnID != "c" || rep.Violations[1].Seq != 3 ||
+			!strings.Contains(rep.Violations[0].Reason, "trail ends before turn.closed") {
+			t.Fatalf("open turns: %v", rep.Violations)
+		}
+	}
+	// Fewer events of node-1 than its last checkpoint counts.
+	short := slices.DeleteFunc(slices.Clone(trail), func(b []byte) bool { return string(b) == string(adata[0]) })
+	rep := rcVerify(t, append(short, rcCheckpoint(t, key, "node-1", 2, cp1, 13)), VerifyOptions{}, true)
+	found := false
+	for _, v := range rep.Violations {
+		if v.Checkpoint && v.Node == "node-1" && v.Seq == 2 && v.Index == -1 && strings.Contains(v.Reason, "counts 13 events written; the trail holds 11") {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("event count: %v", rep.Violations)
 	}
 }
