@@ -558,3 +558,26 @@ func TestReportFigures(t *testing.T) {
 		t.Fatalf("event count: %v", rep.Violations)
 	}
 }
+
+// Without trusted keys, an anchor pins its node's key: a trail whose
+// checkpoints of that node are signed by another key is refused, even if
+// they are consistent among themselves.
+func TestAnchorPinsTheNodeKeyInEmbeddedMode(t *testing.T) {
+	genuine, forger := cpKey(t), cpKey(t)
+	data, recs := rechain(t, rcTurn("node-1", "acme", "t1"))
+	anchor := rcCheckpoint(t, genuine, "node-1", 0, nil, 7, head("acme", "t1", recs[6], true))
+	forged := rcCheckpoint(t, forger, "node-1", 0, nil, 7, head("acme", "t1", recs[6], true))
+	rep := rcVerify(t, append(slices.Clone(data), forged), VerifyOptions{Anchors: [][]byte{anchor}}, false)
+	if len(rep.Violations) == 0 || !rep.Violations[0].Checkpoint || rep.Violations[0].Seq != 0 ||
+		!strings.Contains(rep.Violations[0].Reason, "signed by key "+KeyID(forger.Public().(ed25519.PublicKey))+", but node node-1 signed with key "+KeyID(genuine.Public().(ed25519.PublicKey))) {
+		t.Fatalf("violations %v", rep.Violations)
+	}
+	// The genuine checkpoint passes; without the anchor the forged one is
+	// the first key seen, and passes too (embedded trust proves consistency only).
+	if rep := rcVerify(t, append(slices.Clone(data), anchor), VerifyOptions{Anchors: [][]byte{anchor}}, false); !rep.OK() {
+		t.Fatalf("genuine: %v", rep.Violations)
+	}
+	if rep := rcVerify(t, append(slices.Clone(data), forged), VerifyOptions{}, false); !rep.OK() {
+		t.Fatalf("forged, no anchor: %v", rep.Violations)
+	}
+}
