@@ -581,3 +581,38 @@ func TestAnchorPinsTheNodeKeyInEmbeddedMode(t *testing.T) {
 		t.Fatalf("forged, no anchor: %v", rep.Violations)
 	}
 }
+
+// A violation names the record's position in the input; an undecodable
+// record is counted as an event and named by its position.
+func TestViolationIndexAndUndecodableRecords(t *testing.T) {
+	adata, _ := rechain(t, rcTurn("node-1", "acme", "a"))
+	bevs := rcTurn("node-1", "acme", "b")
+	bevs[4].Time = bevs[2].Time.Add(-time.Second)
+	bdata, _ := rechain(t, bevs)
+	var trail [][]byte
+	for i := range adata { // interleaved: a0 b0 a1 b1 ...
+		trail = append(trail, adata[i], bdata[i])
+	}
+	trail = append(trail, []byte(`{"id":`), []byte(`not json`))
+	rep := rcVerify(t, trail, VerifyOptions{}, false)
+	want := []Violation{
+		{TurnID: "b", Node: "node-1", Seq: 4, Index: 9},
+		{TurnID: "?", Index: 14},
+		{TurnID: "?", Index: 15},
+	}
+	if len(rep.Violations) != len(want) {
+		t.Fatalf("violations %v", rep.Violations)
+	}
+	for i, w := range want {
+		g := rep.Violations[i]
+		if g.TurnID != w.TurnID || g.Node != w.Node || g.Seq != w.Seq || g.Index != w.Index {
+			t.Errorf("violation %d: %v, want %+v", i, g, w)
+		}
+	}
+	if !strings.Contains(rep.Violations[0].Reason, "time regressed: seq 4 (tool.completed)") || !strings.HasPrefix(rep.Violations[1].Reason, "undecodable record: ") {
+		t.Errorf("reasons: %v", rep.Violations)
+	}
+	if rep.Events != 16 || rep.Turns != 2 {
+		t.Errorf("events %d, turns %d", rep.Events, rep.Turns)
+	}
+}
