@@ -526,3 +526,41 @@ func TestReresolvePerOperationSwitch(t *testing.T) {
 		t.Fatal("dropped the registry without the switch")
 	}
 }
+
+// An instant earlier than one the turn already recorded is clamped to it:
+// the record carries the later time and the decision is judged at it.
+// Switches.StampAtAdmission (the conformance proof) turns the clamp off.
+func TestEarlierInstantsAreClampedToTheLatest(t *testing.T) {
+	late := t0.Add(2 * time.Hour) // g-notion expired at t0+1h
+	call := turn.Invocation{Alias: "notion_search", Arguments: json.RawMessage(`{"w":"acme"}`)}
+	for _, stamp := range []bool{false, true} {
+		m, c := newTurn(t, turn.Config{Switches: turn.Switches{StampAtAdmission: stamp}})
+		d, rec := m.Decide(late, call)
+		c.add(rec)
+		if d.Err == nil || d.Err.Code != reason.NotDiscoverable || !rec.Event.Time.Equal(late) {
+			t.Fatalf("stamp=%v: at +2h: %v at %s", stamp, d.Err, rec.Event.Time)
+		}
+		d, rec = m.Decide(t0, call)
+		c.add(rec)
+		if !stamp {
+			if d.Err == nil || d.Err.Code != reason.NotDiscoverable || !rec.Event.Time.Equal(late) {
+				t.Fatalf("clamped: %v at %s, want not_discoverable at %s", d.Err, rec.Event.Time, late)
+			}
+			if rep := audit.Verify(c.recs, true); !rep.OK() {
+				t.Fatalf("clamped chain: %v", rep.Violations)
+			}
+			// A later instant moves the clamp on.
+			_, rec = m.Decide(late.Add(time.Second), call)
+			if !rec.Event.Time.Equal(late.Add(time.Second)) {
+				t.Fatalf("later instant recorded at %s", rec.Event.Time)
+			}
+			continue
+		}
+		if d.Err != nil || !rec.Event.Time.Equal(t0) {
+			t.Fatalf("stamped at admission: %v at %s, want allowed at %s", d.Err, rec.Event.Time, t0)
+		}
+		if rep := audit.Verify(c.recs, true); rep.OK() || !strings.Contains(rep.Violations[0].Reason, "time regressed") {
+			t.Fatalf("unclamped chain verified: %v", rep.Violations)
+		}
+	}
+}
