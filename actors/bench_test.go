@@ -76,7 +76,7 @@ func BenchmarkMediatedCall(b *testing.B) {
 				b.Fatal(err)
 			}
 			who := benchAccess
-			who.TurnID = o.TurnID
+			who.TurnID, who.LeaseID = o.TurnID, o.LeaseID
 			if _, err := k.ListTools(ctx, who); err != nil {
 				b.Fatal(err)
 			}
@@ -117,7 +117,7 @@ func BenchmarkMediatedCallParallel(b *testing.B) {
 			return
 		}
 		who := benchAccess
-		who.TurnID = o.TurnID
+		who.TurnID, who.LeaseID = o.TurnID, o.LeaseID
 		for pb.Next() {
 			if _, err := k.Invoke(ctx, who, "tools_sha256", args); err != nil {
 				b.Error(err)
@@ -142,7 +142,7 @@ func BenchmarkCatalogueResolution(b *testing.B) {
 			b.Fatal(err)
 		}
 		who := benchAccess
-		who.TurnID = o.TurnID
+		who.TurnID, who.LeaseID = o.TurnID, o.LeaseID
 		if _, err := k.ListTools(ctx, who); err != nil {
 			b.Fatal(err)
 		}

@@ -41,15 +41,12 @@ type directory struct {
 // idleSweeps is how many sweeps an idle turn must sit through.
 const idleSweeps = 4
 
-// lease is an open turn's entry. A turn's child PID id is
-// "turns/<turn id>", so the PID leads back to the entry without a map.
+// lease is an open turn's entry (the turn itself holds its leases). A
+// turn's child PID id is "turns/<turn id>", so the PID leads back to the
+// entry without a map.
 type lease struct {
-	pid *actor.PID
-	key string
-	// first is the first holder's lease id ("" once released); more holds
-	// the others, allocated only when a second caller attaches.
-	first   string
-	more    map[string]struct{}
+	pid     *actor.PID
+	key     string
 	closing bool
 	// oneOp marks a turn of one operation: counted against MaxTurns and
 	// closed at shutdown like any turn, but holding no leases and leaving
@@ -61,27 +58,6 @@ type lease struct {
 	seen     uint32
 	still    uint8
 }
-
-func (l *lease) add(id string) {
-	if l.first == "" {
-		l.first = id
-		return
-	}
-	if l.more == nil {
-		l.more = map[string]struct{}{}
-	}
-	l.more[id] = struct{}{}
-}
-
-func (l *lease) remove(id string) {
-	if id != "" && l.first == id {
-		l.first = ""
-		return
-	}
-	delete(l.more, id)
-}
-
-func (l *lease) held() bool { return l.first != "" || len(l.more) > 0 }
 
 type closeAllWaiter struct{ sender *actor.PID }
 
@@ -105,7 +81,9 @@ func (d *directory) Receive(ctx actor.Context) {
 		d.closeIdle(ctx)
 		d.sweep.Reset(d.sweepEvery())
 	case *openTurn:
-		ctx.Respond(d.open(ctx, msg.access, msg.attach))
+		if res := d.open(ctx, msg.access, msg.attach); res != nil {
+			ctx.Respond(res)
+		}
 	case *oneOperation:
 		d.runOneOperation(ctx, msg)
 	case *releaseLease:
@@ -152,9 +130,10 @@ func (d *directory) open(ctx actor.Context, access authority.AccessContext, atta
 		case l.closing:
 			return reason.New(reason.TurnClosed, "turn %s is closing", access.TurnID)
 		}
-		id := mintID()
-		l.add(id)
-		return &Opened{TurnID: access.TurnID, LeaseID: id, Attached: true}
+		// The turn owns its leases: it takes the new one, records
+		// turn.attached and answers the caller.
+		ctx.RequestWithCustomSender(l.pid, &attachLease{access: access}, ctx.Sender())
+		return nil
 	}
 	if d.closed.has(access.TurnID) {
 		return reason.New(reason.TurnClosed, "turn %s was closed; turn ids are not reused", access.TurnID)
@@ -173,11 +152,11 @@ func (d *directory) open(ctx actor.Context, access authority.AccessContext, atta
 		return reason.New(reason.Internal, "spawning turn %s: %v", access.TurnID, err)
 	}
 	id := mintID()
-	l := &lease{pid: pid, key: key, first: id}
+	l := &lease{pid: pid, key: key}
 	d.turns[access.TurnID] = l
 	// First in the turn's mailbox: nobody can name the turn before this
 	// open is answered.
-	ctx.Send(pid, &startTurn{access: access, activity: &l.activity})
+	ctx.Send(pid, &startTurn{access: access, lease: id, activity: &l.activity})
 	return &Opened{TurnID: access.TurnID, LeaseID: id}
 }
 
@@ -215,17 +194,10 @@ func (d *directory) release(ctx actor.Context, msg *releaseLease) {
 		ctx.Respond(true) // already closed: releasing again is harmless
 		return
 	}
-	l.remove(msg.leaseID)
-	if l.held() {
-		ctx.Respond(true)
-		return
-	}
-	// The last lease: close the turn, or join a close already under way
-	// (idle, shutdown). Either way the turn answers the caller itself,
-	// once turn.closed is stored.
-	l.closing = true
-	// The turn answers the caller itself, once turn.closed is recorded.
-	ctx.RequestWithCustomSender(l.pid, &closeTurn{why: "released"}, ctx.Sender())
+	// The turn owns its leases: it records turn.detached and, for the
+	// last one, closes — answering the caller once turn.closed is stored
+	// (also when the release joins a close already under way).
+	ctx.RequestWithCustomSender(l.pid, msg, ctx.Sender())
 }
 
 func (d *directory) sweepEvery() time.Duration {

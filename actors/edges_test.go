@@ -60,7 +60,7 @@ func TestDecidedAtTheInstantNotAtAdmission(t *testing.T) {
 		t.Fatal(err)
 	}
 	who := conformance.Bob
-	who.TurnID = o.TurnID
+	who.TurnID, who.LeaseID = o.TurnID, o.LeaseID
 	release := f.Notion.Gate()
 	f.Clock.Advance(59 * time.Minute)
 	done := make(chan error, 1)
@@ -95,7 +95,7 @@ func TestEventTimesNeverDecreaseWhenTheClockStepsBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	who := conformance.Ada
-	who.TurnID = o.TurnID
+	who.TurnID, who.LeaseID = o.TurnID, o.LeaseID
 	if _, err := k.ListTools(c, who); err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func TestCatalogueAskedWithTheFirstNeedContext(t *testing.T) {
 		t.Fatal(err)
 	}
 	who := conformance.Ada
-	who.TurnID = o.TurnID
+	who.TurnID, who.LeaseID = o.TurnID, o.LeaseID
 	f.Clock.Advance(5 * time.Minute)
 	if err := k.UpdateNamespaces(c, who, []string{"notes"}); err != nil {
 		t.Fatal(err)
@@ -311,7 +311,7 @@ func TestResolutionEndsWhateverTheProviderDoes(t *testing.T) {
 		t.Fatal(err)
 	}
 	who := conformance.Ada
-	who.TurnID = o.TurnID
+	who.TurnID, who.LeaseID = o.TurnID, o.LeaseID
 	l, err := k.ListTools(c, who)
 	if err != nil || !slices.ContainsFunc(l.Tools, func(t actors.ListedTool) bool { return t.Alias == "notion_search" }) {
 		t.Fatalf("listing past a hanging provider: %v %v", l, err)
@@ -346,7 +346,7 @@ func TestCallerDeadlineBoundsTheExecution(t *testing.T) {
 		t.Fatal(err)
 	}
 	who := conformance.Ada
-	who.TurnID = o.TurnID
+	who.TurnID, who.LeaseID = o.TurnID, o.LeaseID
 	cc, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	callerDL, _ := cc.Deadline()
@@ -380,7 +380,7 @@ func TestLateCallIsNotRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	who := conformance.Ada
-	who.TurnID = o.TurnID
+	who.TurnID, who.LeaseID = o.TurnID, o.LeaseID
 	release := f.Notion.Gate()
 	cc, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
@@ -406,7 +406,7 @@ func TestRefusalNamesTheRecordedCall(t *testing.T) {
 		t.Fatal(err)
 	}
 	who := conformance.Ada
-	who.TurnID = o.TurnID
+	who.TurnID, who.LeaseID = o.TurnID, o.LeaseID
 	_, err = k.Invoke(c, who, "notion_search", args("globex"))
 	var ce *actors.CallError
 	if !errors.Is(err, reason.ErrNoMatchingGrant) || !errors.As(err, &ce) {
@@ -442,7 +442,7 @@ func TestReplyBoundPagesListingsAndRefusesHugeResults(t *testing.T) {
 		t.Fatal(err)
 	}
 	who := conformance.Ada
-	who.TurnID = o.TurnID
+	who.TurnID, who.LeaseID = o.TurnID, o.LeaseID
 	var shown []string
 	page := actors.ListPage{}
 	pages := 0
@@ -531,7 +531,7 @@ func TestIdleClosesATurnWhoseLeaseIsHeld(t *testing.T) {
 		t.Fatalf("closed for %q", ev.Close.Reason)
 	}
 	who := conformance.Ada
-	who.TurnID = o.TurnID
+	who.TurnID, who.LeaseID = o.TurnID, o.LeaseID
 	if _, err := k.ListTools(c, who); !errors.Is(err, reason.ErrTurnClosed) {
 		t.Fatalf("operation after the idle close: %v", err)
 	}
@@ -562,7 +562,7 @@ func TestTurnIDsAreMintedByTheNodeOnly(t *testing.T) {
 		t.Fatalf("attach to an id never opened: %v, want turn_not_found", err)
 	}
 	who := conformance.Ada
-	who.TurnID = o.TurnID
+	who.TurnID, who.LeaseID = o.TurnID, o.LeaseID
 	if err := k.Close(c, who, o.LeaseID); err != nil {
 		t.Fatal(err)
 	}

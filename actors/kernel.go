@@ -47,6 +47,9 @@ type Options struct {
 	// MaxTurns bounds open turns on this node; opens beyond it are refused
 	// overloaded. Default 100000.
 	MaxTurns int
+	// MaxLeasesPerTurn bounds the leases held on one turn; attaches beyond
+	// it are refused overloaded. Default 64.
+	MaxLeasesPerTurn int
 	// IdleTimeout closes a turn with no operations for this long. Default 10m.
 	IdleTimeout time.Duration
 	// Linger is how long a closed turn keeps answering turn_closed before
@@ -91,6 +94,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxTurns == 0 {
 		o.MaxTurns = 100000
+	}
+	if o.MaxLeasesPerTurn == 0 {
+		o.MaxLeasesPerTurn = 64
 	}
 	if o.IdleTimeout == 0 {
 		o.IdleTimeout = 10 * time.Minute
@@ -139,7 +145,7 @@ func (o Options) Validate() error {
 	if !idPattern.MatchString(o.Node) {
 		return fmt.Errorf("actors: node id %q must match %s", o.Node, idPattern)
 	}
-	if o.StepCeiling < 0 || o.MaxInFlightPerTurn < 0 || o.MaxTurns < 0 {
+	if o.StepCeiling < 0 || o.MaxInFlightPerTurn < 0 || o.MaxTurns < 0 || o.MaxLeasesPerTurn < 0 {
 		return errors.New("actors: limits must not be negative")
 	}
 	seen := map[string]bool{}
@@ -446,22 +452,18 @@ func (k *Kernel) turnOp(ctx context.Context, access authority.AccessContext, msg
 	return res, err
 }
 
-// request sends msg to pid and waits for the answer within ctx. An answer
-// that is an error is returned as the error.
+// request sends msg to pid and waits for the answer within ctx (a minute
+// when ctx has no deadline). An answer that is an error is returned as the
+// error; a target that does not exist is actor.ErrDeadLetter.
 func (k *Kernel) request(ctx context.Context, pid *actor.PID, msg any) (any, error) {
-	timeout := time.Minute
-	if dl, ok := ctx.Deadline(); ok {
-		timeout = time.Until(dl)
-		if timeout <= 0 {
-			return nil, reason.New(reason.DeadlineExceeded, "the caller's deadline passed before the operation was sent")
-		}
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= 0 {
+		return nil, reason.New(reason.DeadlineExceeded, "the caller's deadline passed before the operation was sent")
 	}
-	res, err := k.system.Root.RequestFuture(pid, msg, timeout).Result()
+	res, err := k.ask(ctx, pid, msg, time.Minute)
 	switch {
-	case errors.Is(err, actor.ErrTimeout):
-		if errors.Is(ctx.Err(), context.Canceled) {
-			return nil, ctx.Err()
-		}
+	case errors.Is(err, context.Canceled):
+		return nil, err
+	case errors.Is(err, context.DeadlineExceeded):
 		return nil, reason.New(reason.DeadlineExceeded, "no answer within the caller's deadline")
 	case err != nil:
 		return nil, err

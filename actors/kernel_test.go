@@ -78,15 +78,25 @@ func TestLeaseSharedUntilLastRelease(t *testing.T) {
 	if err != nil || !second.Attached || second.LeaseID == first.LeaseID {
 		t.Fatalf("attach: %+v %v", second, err)
 	}
+	who.LeaseID = first.LeaseID
 	if _, err := k.ListTools(c, who); err != nil {
 		t.Fatal(err)
 	}
 	if err := k.Close(c, who, first.LeaseID); err != nil {
 		t.Fatal(err)
 	}
+	// A released lease no longer operates on the turn.
+	if _, err := k.ListTools(c, who); !errors.Is(err, reason.ErrTurnNotFound) {
+		t.Fatalf("operation with a released lease: %v, want turn_not_found", err)
+	}
 	// Still held by the second lease, with the same catalogue.
+	who.LeaseID = second.LeaseID
 	if _, err := k.Invoke(c, who, "notion_search", args("acme")); err != nil {
 		t.Fatalf("call after first release: %v", err)
+	}
+	if a, d := events(f, who.TurnID, audit.TurnAttached), events(f, who.TurnID, audit.TurnDetached); len(a) != 1 || a[0].Lease.Holders != 2 ||
+		len(d) != 1 || d[0].Lease.Holders != 1 || d[0].Lease.IDHash == a[0].Lease.IDHash {
+		t.Fatalf("turn.attached %+v, turn.detached %+v: want one each (2 then 1 holders), for different leases", a, d)
 	}
 	if err := k.Close(c, who, first.LeaseID); err != nil {
 		t.Fatalf("releasing a lease twice: %v", err)
@@ -117,7 +127,7 @@ func TestTurnBelongsToItsAuthority(t *testing.T) {
 		t.Fatal(err)
 	}
 	eve := conformance.Bob
-	eve.TurnID = o.TurnID
+	eve.TurnID, eve.LeaseID = o.TurnID, o.LeaseID
 	if _, err := k.ListTools(c, eve); !errors.Is(err, reason.ErrTurnNotFound) {
 		t.Fatalf("another principal on ada's turn: %v, want turn_not_found", err)
 	}
@@ -161,7 +171,7 @@ func TestIdleTurnCloses(t *testing.T) {
 		t.Fatal("turn never idled out")
 	}
 	who := conformance.Ada
-	who.TurnID = o.TurnID
+	who.TurnID, who.LeaseID = o.TurnID, o.LeaseID
 	// The directory hears of the stop asynchronously; the answer is
 	// turn_closed once it has, and never anything but closed/not-found.
 	deadline := time.Now().Add(5 * time.Second)
@@ -234,7 +244,7 @@ func TestPanickingProvidersDoNotSinkTheNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	who := conformance.Ada
-	who.TurnID = o.TurnID
+	who.TurnID, who.LeaseID = o.TurnID, o.LeaseID
 	if _, err := k.Invoke(c, who, "notion_search", args("acme")); !errors.Is(err, reason.ErrProviderError) {
 		t.Fatalf("panicking tool: %v, want provider_error", err)
 	}
@@ -260,7 +270,7 @@ func TestExecutionDoesNotBlockTheTurn(t *testing.T) {
 	c := ctx(t)
 	o, _ := k.Open(c, conformance.Ada)
 	who := conformance.Ada
-	who.TurnID = o.TurnID
+	who.TurnID, who.LeaseID = o.TurnID, o.LeaseID
 	slow := make(chan error, 2)
 	for range 2 {
 		go func() {
@@ -307,7 +317,7 @@ func TestChangedContractIsRefusedCapabilityChanged(t *testing.T) {
 	c := ctx(t)
 	o, _ := k.Open(c, conformance.Ada)
 	who := conformance.Ada
-	who.TurnID = o.TurnID
+	who.TurnID, who.LeaseID = o.TurnID, o.LeaseID
 	if _, err := k.ListTools(c, who); err != nil {
 		t.Fatal(err)
 	}
@@ -420,7 +430,7 @@ func TestTurnFailsClosedWhenAuditIsNotStored(t *testing.T) {
 		t.Fatal(err)
 	}
 	who := conformance.Ada
-	who.TurnID = o.TurnID
+	who.TurnID, who.LeaseID = o.TurnID, o.LeaseID
 	if _, err := k.ListTools(c, who); err != nil {
 		t.Fatal(err)
 	}

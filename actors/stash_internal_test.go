@@ -33,7 +33,7 @@ func TestStashReplaysInOrderAcrossAClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	access.TurnID = o.TurnID
+	access.TurnID, access.LeaseID = o.TurnID, o.LeaseID
 	access.Now = time.Now()
 	pid := actor.NewPID(k.system.Address(), directoryName+"/"+o.TurnID)
 	root := k.system.Root

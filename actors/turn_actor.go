@@ -50,6 +50,9 @@ type turnActor struct {
 	// calls are the executions in flight, by call id: who waits for each,
 	// and how to stop it.
 	calls map[string]*pendingCall
+	// leases are the leases held on this turn (a named turn): every
+	// operation must name one; the turn closes when the last is released.
+	leases map[string]struct{}
 	// closedReceipt is turn.closed's receipt, once recorded: a close that
 	// reaches a finished turn is answered when that record is stored.
 	closedReceipt audit.Receipt
@@ -75,7 +78,9 @@ func (pc *pendingCall) dispatch() Dispatch {
 // startTurn is a turn actor's first message: the turn's access context as
 // opened, and whether it is a turn of one operation.
 type startTurn struct {
-	access   authority.AccessContext
+	access authority.AccessContext
+	// lease is the opener's lease (a named turn).
+	lease    string
 	oneOp    bool
 	activity *atomic.Uint32
 }
@@ -105,6 +110,10 @@ func (a *turnActor) starting(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *startTurn:
 		a.turnID, a.oneOp, a.activity = msg.access.TurnID, msg.oneOp, msg.activity
+		if msg.lease != "" {
+			a.leases = map[string]struct{}{msg.lease: {}}
+		}
+		msg.access.LeaseID = "" // the turn's context holds no capability
 		m, rec := turn.New(turn.Config{
 			Node: a.sh.opts.Node, Incarnation: randomID(), StepCeiling: a.sh.opts.StepCeiling,
 			MaxInFlight: a.sh.opts.MaxInFlightPerTurn, OneOperation: a.oneOp, Switches: a.sh.opts.Switches,
@@ -177,6 +186,10 @@ func (a *turnActor) serving(ctx actor.Context) {
 		a.complete(ctx, msg)
 	case *closeTurn:
 		a.beginClose(ctx, ctx.Sender(), msg.why)
+	case *attachLease:
+		a.attach(ctx, ctx.Sender(), msg)
+	case *releaseLease:
+		a.release(ctx, ctx.Sender(), msg)
 	case *listTools, *listNamespaces, *updateNamespaces, *invokeTool:
 		if a.failed {
 			ctx.Respond(reason.New(reason.AuditUnavailable, "turn %s closed: the audit stream did not store one of its records", a.turnID))
@@ -234,9 +247,55 @@ func (a *turnActor) dispatch(ctx actor.Context, env envelope) {
 	switch msg := env.msg.(type) {
 	case *closeTurn:
 		a.beginClose(ctx, env.sender, msg.why)
+	case *attachLease:
+		a.attach(ctx, env.sender, msg)
+	case *releaseLease:
+		a.release(ctx, env.sender, msg)
 	default:
 		a.operate(ctx, env)
 	}
+}
+
+// attach takes another lease on the turn for the same authority and
+// records turn.attached; the caller gets the lease once that is stored.
+func (a *turnActor) attach(ctx actor.Context, sender *actor.PID, msg *attachLease) {
+	if err := a.m.CheckAccess(msg.access); err != nil {
+		ctx.Send(sender, err)
+		return
+	}
+	if len(a.leases) >= a.sh.opts.MaxLeasesPerTurn {
+		ctx.Send(sender, reason.New(reason.Overloaded, "turn %s holds %d leases", a.turnID, len(a.leases)))
+		return
+	}
+	id := mintID()
+	rec, err := a.m.Attached(a.now(), id, len(a.leases)+1)
+	if err != nil {
+		ctx.Send(sender, err)
+		return
+	}
+	a.leases[id] = struct{}{}
+	a.answer(ctx, sender, &Opened{TurnID: a.turnID, LeaseID: id, Attached: true}, a.emit(rec))
+}
+
+// release releases a lease and records turn.detached; the last release
+// closes the turn (answered once turn.closed is stored). Releasing a
+// lease the turn does not hold (again, or never) is harmless.
+func (a *turnActor) release(ctx actor.Context, sender *actor.PID, msg *releaseLease) {
+	if _, held := a.leases[msg.leaseID]; !held || msg.leaseID == "" {
+		if a.m.Closed() {
+			a.beginClose(ctx, sender, "released") // joins the close under way
+			return
+		}
+		ctx.Send(sender, true)
+		return
+	}
+	delete(a.leases, msg.leaseID)
+	receipt := a.emit(a.m.Detached(a.now(), msg.leaseID, len(a.leases)))
+	if len(a.leases) > 0 {
+		a.answer(ctx, sender, true, receipt)
+		return
+	}
+	a.beginClose(ctx, sender, "released")
 }
 
 // now stamps an instant from the kernel's clock. (The machine never
@@ -252,6 +311,12 @@ func (a *turnActor) operate(ctx actor.Context, env envelope) {
 	access := accessOf(env.msg)
 	if err := a.m.CheckAccess(access); err != nil {
 		ctx.Send(env.sender, err)
+		return
+	}
+	if _, held := a.leases[access.LeaseID]; !a.oneOp && (!held || access.LeaseID == "") && !a.sh.opts.Switches.NoLeaseCheck {
+		// Without its lease nobody may operate on a turn, even with its
+		// id and authority; saying more would reveal the turn exists.
+		ctx.Send(env.sender, reason.New(reason.TurnNotFound, "no turn %s for this lease", access.TurnID))
 		return
 	}
 	if !a.m.Resolved() {
@@ -389,7 +454,7 @@ func (a *turnActor) invoke(ctx actor.Context, sender *actor.PID, msg *invokeTool
 	}
 	p := a.sh.providers[d.Tool.Identity.Provider]
 	access := msg.access
-	access.Now = now
+	access.Now, access.LeaseID = now, "" // a lease is never shown to a provider
 	call := providers.Call{
 		Access: access, CallID: d.CallID, Tool: d.Tool.Identity, Revision: d.Tool.Revision, Token: d.Tool.Token,
 		Arguments: msg.inv.Arguments, Resource: d.Resource,
@@ -530,7 +595,7 @@ func (a *turnActor) finished(ctx actor.Context) {
 	case *actor.ReceiveTimeout:
 		ctx.Stop(ctx.Self())
 	case *actor.Started, *actor.Stopping, *actor.Stopped, *actor.Restarting:
-	case *closeTurn:
+	case *closeTurn, *releaseLease:
 		// Answered once turn.closed is stored, like the close that did it.
 		a.answer(ctx, ctx.Sender(), true, a.closedReceipt)
 	case *completed:

@@ -124,9 +124,12 @@ type (
 		deadline time.Time
 		inv      turn.Invocation
 	}
-	// closeTurn ends the turn; sent by the directory when the last lease
-	// is released, the turn idles out, or the kernel shuts down.
+	// closeTurn ends the turn; sent by the directory when the turn idles
+	// out or the kernel shuts down.
 	closeTurn struct{ why string }
+	// attachLease takes another lease on the open turn (forwarded by the
+	// directory, answered *Opened by the turn).
+	attachLease struct{ access authority.AccessContext }
 	// resolved carries a resolution back to the turn's mailbox.
 	resolved struct{ res turn.Resolution }
 	// completed carries an execution's end back to the turn's mailbox.
@@ -150,6 +153,8 @@ type (
 		access authority.AccessContext
 		op     any
 	}
+	// releaseLease releases a lease; the directory forwards it to the
+	// turn, which owns its leases and closes when the last is released.
 	releaseLease struct {
 		access  authority.AccessContext
 		leaseID string

@@ -26,6 +26,11 @@ type AccessContext struct {
 	// Attributes are extra facts providers may vary their catalogue on
 	// (for example "plan": "enterprise"). Part of the authority key.
 	Attributes map[string]string
+	// LeaseID is the caller's lease on the turn named by TurnID: every
+	// operation on an open turn must hold one. A capability, not an
+	// authority fact: not part of the authority key, never recorded and
+	// never passed to providers or authority sources.
+	LeaseID string
 }
 
 // TurnAuthorityKey returns the key under which a turn's authority and

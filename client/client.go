@@ -97,14 +97,14 @@ type Turn struct {
 
 // Open opens a new turn on any node.
 func (c *Client) Open(ctx context.Context, access Access) (*Turn, error) {
-	access.TurnID = ""
+	access.TurnID, access.Lease = "", ""
 	return c.open(ctx, messages.OpenSubject(c.opts.Prefix), access)
 }
 
 // Attach joins an open turn (another connection of the same runtime, or
 // the turn's MCP sandbox) with the same authority; it gets its own lease.
 func (c *Client) Attach(ctx context.Context, h Handle, access Access) (*Turn, error) {
-	access.TurnID = h.TurnID
+	access.TurnID, access.Lease = h.TurnID, ""
 	return c.open(ctx, messages.TurnSubject(c.opts.Prefix, h.Node, messages.OpAttach), access)
 }
 
@@ -115,7 +115,8 @@ func (c *Client) open(ctx context.Context, subject string, access Access) (*Turn
 	}, &rep, false); err != nil {
 		return nil, err
 	}
-	access.TurnID = rep.TurnID
+	// Every later operation carries the turn and this caller's lease.
+	access.TurnID, access.Lease = rep.TurnID, rep.LeaseID
 	return &Turn{c: c, Handle: Handle{Node: rep.Node, TurnID: rep.TurnID}, LeaseID: rep.LeaseID, Attached: rep.Attached, access: access}, nil
 }
 
@@ -306,6 +307,6 @@ func (c *Client) request(ctx context.Context, subject string, build func(uint32)
 // Resume returns a Turn for a handle and lease obtained earlier (by this
 // process or another, e.g. the CLI's saved turn) without a round trip.
 func (c *Client) Resume(h Handle, leaseID string, access Access) *Turn {
-	access.TurnID = h.TurnID
+	access.TurnID, access.Lease = h.TurnID, leaseID
 	return &Turn{c: c, Handle: h, LeaseID: leaseID, access: access}
 }

@@ -61,7 +61,7 @@ func (d *ClientDriver) turn(a authority.AccessContext) *client.Turn {
 	d.mu.Lock()
 	node := d.nodes[a.TurnID]
 	d.mu.Unlock()
-	return d.C.Resume(client.Handle{Node: node, TurnID: a.TurnID}, "", messages.AccessOf(a))
+	return d.C.Resume(client.Handle{Node: node, TurnID: a.TurnID}, a.LeaseID, messages.AccessOf(a))
 }
 
 // Open implements Driver.

@@ -42,7 +42,7 @@ func Rows() []Row {
 	return []Row{
 		catalogueMovedMidTurn, grantExpiresMidTurn, namespaceToggledMidTurn, toolAddedMidTurn,
 		stepCeiling, oneOperationTurn, providerCalledOncePerTurn, catalogHashJoins, contractChangedBeforeCall,
-		decidedAtTheInstant,
+		decidedAtTheInstant, foreignLease,
 	}
 }
 
@@ -51,7 +51,7 @@ func open(ctx context.Context, h *H, who authority.AccessContext) (authority.Acc
 	if err != nil {
 		return who, "", fmt.Errorf("open: %w", err)
 	}
-	who.TurnID = o.TurnID
+	who.TurnID, who.LeaseID = o.TurnID, o.LeaseID
 	return who, o.LeaseID, nil
 }
 
@@ -464,5 +464,48 @@ var decidedAtTheInstant = Row{
 			}
 		}
 		return nil
+	},
+}
+
+var foreignLease = Row{
+	Name:    "foreign-lease",
+	Probe:   "ada operates with her lease; a second attach gets its own lease, which works until released",
+	Attack:  "the turn's id and ada's authority with a lease the turn does not hold (none, forged, released)",
+	Want:    reason.TurnNotFound,
+	Disable: func(s *turn.Switches) { s.NoLeaseCheck = true },
+	Run: func(ctx context.Context, h *H) error {
+		who, lease, err := open(ctx, h, Ada)
+		if err != nil {
+			return err
+		}
+		if _, err := h.D.ListTools(ctx, who); err != nil {
+			return probe("listing with the opener's lease", err)
+		}
+		attach := who
+		attach.LeaseID = ""
+		o, err := h.D.Open(ctx, attach)
+		if err != nil || o.LeaseID == "" || o.LeaseID == lease {
+			return fmt.Errorf("probe attach: %+v %v", o, err)
+		}
+		second := who
+		second.LeaseID = o.LeaseID
+		if _, err := h.D.Invoke(ctx, second, "notion_search", searchArgs("acme")); err != nil {
+			return probe("call with the attached lease", err)
+		}
+		if err := h.D.Close(ctx, second, o.LeaseID); err != nil {
+			return probe("release the attached lease", err)
+		}
+		for name, l := range map[string]string{"no lease": "", "a forged lease": "f0rgedf0rgedf0rgedf0rgedf0", "a released lease": o.LeaseID} {
+			foreign := who
+			foreign.LeaseID = l
+			_, err := h.D.Invoke(ctx, foreign, "notion_search", searchArgs("acme"))
+			if e := refused("call with "+name, err, reason.TurnNotFound); e != nil {
+				return e
+			}
+		}
+		if _, err := h.D.ListTools(ctx, who); err != nil {
+			return probe("the opener's lease still works", err)
+		}
+		return probe("close", h.D.Close(ctx, who, lease))
 	},
 }

@@ -178,7 +178,7 @@ func count(present ...bool) int {
 }
 
 func (a *Access) appendMsgpack(b []byte) []byte {
-	b = appendMapLen(b, 2+count(a.Credential != "", a.TurnID != "", len(a.Namespaces) > 0, len(a.Attributes) > 0))
+	b = appendMapLen(b, 2+count(a.Credential != "", a.TurnID != "", len(a.Namespaces) > 0, len(a.Attributes) > 0, a.Lease != ""))
 	b = appendStr(appendStr(b, "tenant"), a.Tenant)
 	b = appendStr(appendStr(b, "principal"), a.Principal)
 	if a.Credential != "" {
@@ -192,6 +192,9 @@ func (a *Access) appendMsgpack(b []byte) []byte {
 	}
 	if len(a.Attributes) > 0 {
 		b = appendStrMap(appendStr(b, "attributes"), a.Attributes)
+	}
+	if a.Lease != "" {
+		b = appendStr(appendStr(b, "lease"), a.Lease)
 	}
 	return b
 }
@@ -591,6 +594,9 @@ func (r *reader) access(a *Access) bool {
 		case "attributes":
 			bit = 5
 			a.Attributes, ok = r.strMap()
+		case "lease":
+			bit = 6
+			a.Lease, ok = r.str()
 		}
 		return bit, ok
 	})
@@ -626,7 +632,7 @@ func (r *reader) v(v *int) bool {
 }
 
 func zeroAccess(a *Access) bool {
-	return a.Tenant == "" && a.Principal == "" && a.Credential == "" && a.TurnID == "" && a.Namespaces == nil && a.Attributes == nil
+	return a.Tenant == "" && a.Principal == "" && a.Credential == "" && a.TurnID == "" && a.Namespaces == nil && a.Attributes == nil && a.Lease == ""
 }
 
 // decodeInto decodes b into *m through a copy when m is the zero value,

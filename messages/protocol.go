@@ -51,6 +51,9 @@ type Access struct {
 	TurnID     string            `msgpack:"turn,omitempty"`
 	Namespaces []string          `msgpack:"namespaces,omitempty"`
 	Attributes map[string]string `msgpack:"attributes,omitempty"`
+	// Lease is the caller's lease on the turn (OpenReply.LeaseID): every
+	// operation on an open turn carries it. Never sent to providers.
+	Lease string `msgpack:"lease,omitempty"`
 }
 
 // Error is a refusal or failure on the wire.
@@ -315,11 +318,11 @@ func (m *InvokeReply) ReplyError() *Error     { return m.Error }
 // the receiving node stamps its own.
 func AccessOf(a authority.AccessContext) Access {
 	return Access{Tenant: a.Tenant, Principal: a.Principal, Credential: a.CredentialProfile, TurnID: a.TurnID,
-		Namespaces: a.EnabledNamespaces, Attributes: a.Attributes}
+		Namespaces: a.EnabledNamespaces, Attributes: a.Attributes, Lease: a.LeaseID}
 }
 
 // Context is the access context a wire Access describes, at the instant now.
 func (a Access) Context(now time.Time) authority.AccessContext {
 	return authority.AccessContext{Tenant: a.Tenant, Principal: a.Principal, CredentialProfile: a.Credential,
-		TurnID: a.TurnID, Now: now, EnabledNamespaces: a.Namespaces, Attributes: a.Attributes}
+		TurnID: a.TurnID, Now: now, EnabledNamespaces: a.Namespaces, Attributes: a.Attributes, LeaseID: a.Lease}
 }

@@ -75,14 +75,14 @@ func TestErrorsRoundTripTheirCode(t *testing.T) {
 func TestAccessRoundTripsEveryField(t *testing.T) {
 	now := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
 	a := authority.AccessContext{Tenant: "acme", Principal: "ada", CredentialProfile: "p", TurnID: "n1.t", Now: now,
-		EnabledNamespaces: []string{"notes"}, Attributes: map[string]string{"plan": "pro"}}
+		EnabledNamespaces: []string{"notes"}, Attributes: map[string]string{"plan": "pro"}, LeaseID: "lease-1"}
 	back := messages.AccessOf(a).Context(now)
 	if !reflect.DeepEqual(back, a) {
 		t.Fatalf("round trip changed the context:\n got %+v\nwant %+v", back, a)
 	}
 	// Every field of AccessContext is carried: a new field must be added
 	// to the wire form (or this count) deliberately.
-	if n := reflect.TypeOf(a).NumField(); n != 7 {
-		t.Fatalf("AccessContext has %d fields; the wire Access carries 6 and the node stamps Now", n)
+	if n := reflect.TypeOf(a).NumField(); n != 8 {
+		t.Fatalf("AccessContext has %d fields; the wire Access carries 7 and the node stamps Now", n)
 	}
 }

@@ -159,7 +159,7 @@ func TestExecutionFailuresAreClassified(t *testing.T) {
 		t.Fatal(err)
 	}
 	who := ada
-	who.TurnID = o.TurnID
+	who.TurnID, who.LeaseID = o.TurnID, o.LeaseID
 	for alias, want := range map[string]reason.Code{"x_slow": reason.ProviderTimeout, "x_panics": reason.ProviderError, "x_fails": reason.ProviderError} {
 		if _, err := w.k.Invoke(ctx(t), who, alias, nil); reason.Of(err) != want {
 			t.Errorf("%s: %v, want %s", alias, err, want)
@@ -202,7 +202,7 @@ func TestChangedBetweenCatalogueAndInvoke(t *testing.T) {
 	w := kernel(t, nc, "p")
 	o, _ := w.k.Open(ctx(t), ada)
 	who := ada
-	who.TurnID = o.TurnID
+	who.TurnID, who.LeaseID = o.TurnID, o.LeaseID
 	if _, err := w.k.Invoke(ctx(t), who, "x_read", nil); err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +229,7 @@ func TestAdvertisedRevisionHonouredWithinTTL(t *testing.T) {
 	w := kernel(t, nc, "p")
 	o, _ := w.k.Open(ctx(t), ada)
 	who := ada
-	who.TurnID = o.TurnID
+	who.TurnID, who.LeaseID = o.TurnID, o.LeaseID
 	if _, err := w.k.ListTools(ctx(t), who); err != nil {
 		t.Fatal(err)
 	}

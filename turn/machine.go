@@ -50,6 +50,9 @@ type Switches struct {
 	// NoOneOperationTurns refuses operations that name no turn instead of
 	// running each as a turn of one operation (read by the kernel).
 	NoOneOperationTurns bool
+	// NoLeaseCheck lets an operation on a named turn through without a
+	// lease the turn holds (read by the turn actor).
+	NoLeaseCheck bool
 	// StampAtAdmission judges each operation at the instant the node
 	// admitted it instead of the instant the turn decides it (read by the
 	// turn actor): an operation waiting behind the first resolution is
@@ -503,6 +506,22 @@ func (m *Machine) Complete(now time.Time, c Completion) (*audit.Record, error) {
 	rec := m.record(now, &audit.Event{Type: audit.ToolCompleted, CatalogHash: f.hash, Call: call})
 	m.done()
 	return rec, nil
+}
+
+// Attached records that another caller took a lease on the open turn;
+// holders is how many leases the turn holds now. Only the lease id's hash
+// is recorded: the id is a capability.
+func (m *Machine) Attached(now time.Time, leaseID string, holders int) (*audit.Record, error) {
+	if m.phase != open {
+		return nil, reason.New(reason.TurnClosed, "turn %s is closed", m.access.TurnID)
+	}
+	return m.record(m.at(now), &audit.Event{Type: audit.TurnAttached, Lease: &audit.Lease{IDHash: argsHash([]byte(leaseID)), Holders: holders}}), nil
+}
+
+// Detached records that a caller released its lease; holders is how many
+// leases the turn holds now (at 0 the shell closes the turn next).
+func (m *Machine) Detached(now time.Time, leaseID string, holders int) *audit.Record {
+	return m.record(m.at(now), &audit.Event{Type: audit.TurnDetached, Lease: &audit.Lease{IDHash: argsHash([]byte(leaseID)), Holders: holders}})
 }
 
 // BeginClose stops the turn taking operations. It reports whether the turn

@@ -72,7 +72,7 @@ func (e *Env) IdleTurns(ctx context.Context, n int, progress io.Writer, profileD
 			return err
 		}
 		turns[i] = benchAccess
-		turns[i].TurnID = o.TurnID
+		turns[i].TurnID, turns[i].LeaseID = o.TurnID, o.LeaseID
 		return nil
 	}); err != nil {
 		return nil, fmt.Errorf("opening %d turns: %w", n, err)
@@ -131,7 +131,7 @@ func oneTurn(ctx context.Context, k *actors.Kernel) error {
 		return err
 	}
 	a := benchAccess
-	a.TurnID = o.TurnID
+	a.TurnID, a.LeaseID = o.TurnID, o.LeaseID
 	if _, err := k.ListTools(ctx, a); err != nil {
 		return err
 	}

@@ -57,7 +57,7 @@ func (t *kernelTarget) Open(ctx context.Context) (harness.Turn, error) {
 		return nil, err
 	}
 	a := benchAccess
-	a.TurnID = o.TurnID
+	a.TurnID, a.LeaseID = o.TurnID, o.LeaseID
 	return &kernelTurn{k: t.n.kernel, access: a, lease: o.LeaseID, args: t.args}, nil
 }
 

@@ -68,6 +68,13 @@ func appendEvent(b []byte, ev *Event) []byte {
 		b = strconv.AppendUint(b, c.Events, 10)
 		b = append(b, '}')
 	}
+	if ev.Lease != nil {
+		b = append(b, `,"lease":{"id_sha256":`...)
+		b = appendString(b, ev.Lease.IDHash)
+		b = append(b, `,"holders":`...)
+		b = strconv.AppendInt(b, int64(ev.Lease.Holders), 10)
+		b = append(b, '}')
+	}
 	return append(b, '}')
 }
 

@@ -19,12 +19,14 @@ const (
 	ToolInvoked       Type = "tool.invoked"
 	ToolCompleted     Type = "tool.completed"
 	NamespacesUpdated Type = "namespaces.updated"
+	TurnAttached      Type = "turn.attached"
+	TurnDetached      Type = "turn.detached"
 	TurnClosed        Type = "turn.closed"
 )
 
 // Types lists every event type.
 func Types() []Type {
-	return []Type{TurnOpened, CatalogResolved, CatalogListed, ToolInvoked, ToolCompleted, NamespacesUpdated, TurnClosed}
+	return []Type{TurnOpened, CatalogResolved, CatalogListed, ToolInvoked, ToolCompleted, NamespacesUpdated, TurnAttached, TurnDetached, TurnClosed}
 }
 
 // Event is one audit record. Fields after CatalogHash are set only by the
@@ -58,6 +60,17 @@ type Event struct {
 	Call *Call `json:"call,omitempty"`
 	// Close: on turn.closed.
 	Close *Close `json:"close,omitempty"`
+	// Lease: on turn.attached and turn.detached.
+	Lease *Lease `json:"lease,omitempty"`
+}
+
+// Lease describes a lease taken (turn.attached) or released
+// (turn.detached). The lease id is a capability, so only its hash is
+// recorded: enough to pair an attach with its release.
+type Lease struct {
+	IDHash string `json:"id_sha256"`
+	// Holders is how many leases the turn holds after the event.
+	Holders int `json:"holders"`
 }
 
 // Catalog is the resolved, held catalogue.

@@ -116,7 +116,7 @@ func buildTrail(t *testing.T) (realTrail, error) {
 		who := authority.AccessContext{Tenant: "acme", Principal: principal, EnabledNamespaces: ns}
 		o, err := k.Open(ctx, who)
 		step(err)
-		who.TurnID = o.TurnID
+		who.TurnID, who.LeaseID = o.TurnID, o.LeaseID
 		return turnH{who, o.LeaseID}
 	}
 	call := func(h turnH, alias, args string) {
@@ -143,6 +143,13 @@ func buildTrail(t *testing.T) (realTrail, error) {
 	// Bob may read, not write.
 	bob := open("bob", "notes")
 	list(bob)
+	// A second connection of bob's runtime attaches, lists, and leaves.
+	o2, err := k.Open(ctx, bob.who)
+	step(err)
+	bob2 := turnH{bob.who, o2.LeaseID}
+	bob2.who.LeaseID = o2.LeaseID
+	list(bob2)
+	closeT(bob2)
 	call(bob, "notes_get", `{"space":"acme","title":"plan"}`)
 	call(bob, "notes_put", `{"space":"acme","title":"plan","body":"no"}`)
 	closeT(bob)
@@ -835,7 +842,7 @@ func TestNodeCheckpoints(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		who.TurnID = o.TurnID
+		who.TurnID, who.LeaseID = o.TurnID, o.LeaseID
 		if _, err := k.Invoke(ctx, who, "text_stats", []byte(`{"text":"a b"}`)); err != nil {
 			t.Fatal(err)
 		}

@@ -44,8 +44,7 @@ func TestRefusedInvokeNamesItsCallAndCarriesErrorHeaders(t *testing.T) {
 		t.Fatalf("refusal reply %+v: want call id, catalog hash and dispatched=false", ce.Reply)
 	}
 	// The raw reply carries the micro error headers with the reason code.
-	access := messages.AccessOf(conformance.Ada)
-	access.TurnID = turn.Handle.TurnID
+	access := turn.Access() // the turn and this caller's lease
 	req := mustEncode(t, &messages.InvokeRequest{V: 1, Access: access, Tool: "no_such_tool", Args: []byte(`{}`)})
 	msg, err := n.nc.Request(messages.TurnSubject("sharedos", "n1", messages.OpInvoke), req, 5*time.Second)
 	if err != nil {
