@@ -31,7 +31,7 @@ var RemoteProvider = Column{
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { _ = h.Stop(context.Background()) })
-			remote = append(remote, providers.NewRemote(nc, m.ID(), "sharedos"))
+			remote = append(remote, providers.NewRemote(nc, m.ID(), "sharedos", providers.WithLogger(opts.Logger)))
 		}
 		opts.Providers = remote
 		return serveOverNATS(t, nc, opts)

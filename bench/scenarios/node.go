@@ -177,7 +177,7 @@ func (e *Env) startNode(ctx context.Context, cfg nodeConfig) (_ *node, err error
 			return nil, err
 		}
 		n.closer.add(host.Stop)
-		p = providers.NewRemote(n.nc, toolProviderID, n.prefix)
+		p = providers.NewRemote(n.nc, toolProviderID, n.prefix, providers.WithLogger(e.opts.Logger))
 	default:
 		return nil, fmt.Errorf("scenarios: unknown tool placement %q", cfg.tool)
 	}

@@ -140,7 +140,7 @@ func Start(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err 
 			}
 			n.hosts = append(n.hosts, h)
 		}
-		ps = append(ps, providers.NewRemote(n.nc, p.ID, cfg.NATS.Prefix))
+		ps = append(ps, providers.NewRemote(n.nc, p.ID, cfg.NATS.Prefix, providers.WithLogger(n.log)))
 	}
 	ps = append(ps, opts.Providers...)
 	var kernelRef atomic.Pointer[actors.Kernel]
