@@ -457,7 +457,7 @@ func (a *turnActor) invoke(ctx actor.Context, sender *actor.PID, msg *invokeTool
 	access.Now, access.LeaseID = now, "" // a lease is never shown to a provider
 	call := providers.Call{
 		Access: access, CallID: d.CallID, Tool: d.Tool.Identity, Revision: d.Tool.Revision, Token: d.Tool.Token,
-		Arguments: msg.inv.Arguments, Resource: d.Resource,
+		Arguments: msg.inv.Arguments, Resource: d.Resource, CatalogHash: rec.Event.CatalogHash, Node: a.sh.opts.Node,
 	}
 	cctx, cancel := context.WithDeadline(context.Background(), execDeadline)
 	pc := &pendingCall{sender: sender, cancel: cancel, catalogHash: rec.Event.CatalogHash}

@@ -70,6 +70,10 @@ type Call struct {
 	Arguments json.RawMessage
 	// Resource is the resource the kernel resolved and authorized.
 	Resource string
+	// CatalogHash is the catalogHash of the turn's held catalogue the call
+	// was decided against; Node is the deciding node.
+	CatalogHash string
+	Node        string
 }
 
 // Result is what a tool returned.
