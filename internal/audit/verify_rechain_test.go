@@ -616,3 +616,25 @@ func TestViolationIndexAndUndecodableRecords(t *testing.T) {
 		t.Errorf("events %d, turns %d", rep.Events, rep.Turns)
 	}
 }
+
+// The reasons name the seqs involved.
+func TestViolationReasonsNameTheSeqs(t *testing.T) {
+	data, _ := rechain(t, rcTurn("node-1", "acme", "t1"))
+	wantOne(t, "two missing", rcVerify(t, without2(data, 2, 3), VerifyOptions{}, true), "t1", 2,
+		"expected seq 2, found 4 (tool.completed): seq 2..3 missing (deleted) or out of order")
+	evs := rcTurn("node-1", "acme", "t1")
+	evs[5].Time = evs[4].Time.Add(-time.Millisecond)
+	data, _ = rechain(t, evs)
+	wantOne(t, "time", rcVerify(t, data, VerifyOptions{}, true), "t1", 5,
+		"time regressed: seq 5 (tool.invoked) is at 2026-05-06T07:08:12.999000000Z, before seq 4 at 2026-05-06T07:08:13.000000000Z")
+}
+
+func without2(recs [][]byte, drop ...int) [][]byte {
+	var out [][]byte
+	for i, r := range recs {
+		if !slices.Contains(drop, i) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
