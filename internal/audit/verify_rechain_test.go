@@ -638,3 +638,23 @@ func without2(recs [][]byte, drop ...int) [][]byte {
 	}
 	return out
 }
+
+// A call or a completion before any resolution is refused at the join,
+// whatever the call names.
+func TestCallsBeforeAnyResolution(t *testing.T) {
+	for _, typ := range []int{3, 4} { // tool.invoked, tool.completed
+		evs := rcTurn("node-1", "acme", "t1")
+		evs = append(evs[:1], evs[typ:]...) // no resolution, no listing
+		data, _ := rechain(t, evs)
+		var rep Report
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					t.Fatalf("%s: panic: %v", evs[1].Type, r)
+				}
+			}()
+			rep = rcVerify(t, data, VerifyOptions{}, true)
+		}()
+		wantOne(t, string(evs[1].Type), rep, "t1", 1, string(evs[1].Type)+" before any resolved catalogue")
+	}
+}
