@@ -76,7 +76,7 @@ func TestReadmeCommands(t *testing.T) {
 		t.Fatalf("call answered against %v, listing %v", called["catalog_hash"], listed["catalog_hash"])
 	}
 	refused := cli(3, "turn", "call", "notes_put", `{"space":"globex","title":"x","body":"y"}`)
-	if refused["refused"] != "no_matching_grant" {
+	if refused["refused"] != "no_matching_grant" || refused["call_id"] == nil || refused["catalog_hash"] == nil || refused["dispatched"] != false {
 		t.Fatalf("ungranted call printed %v", refused)
 	}
 	between := cli(0, "turn", "call", "calendar_between", `{"from":"2026-11-30","to":"2026-12-24"}`)

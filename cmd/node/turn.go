@@ -31,7 +31,8 @@ Every command but open and saved acts on the most recently opened saved turn,
 or on --turn NODE/TURN (or just the turn id) naming another saved one.
 Several turns can be open at once: each open adds one; close removes it.
 Data is printed to stdout as one JSON object; errors and notes go to stderr.
-A refusal prints {"refused": CODE, "message": ...} and exits 3.
+A refusal prints {"refused": CODE, "message": ...} (with "call_id",
+"catalog_hash" and "dispatched" for a decided call) and exits 3.
 Run "node turn SUBCOMMAND -h" for its flags.`
 
 // savedTurn is a turn opened from this directory: what its next commands need.
@@ -317,6 +318,16 @@ func refusal(err error, turn string) error {
 		out := map[string]any{"refused": re.Code, "message": re.Message}
 		if turn != "" {
 			out["turn"] = turn
+		}
+		// A decided call's refusal names it, as the audit stream does.
+		var ce *client.CallError
+		if errors.As(err, &ce) {
+			if ce.Reply.CallID != "" {
+				out["call_id"], out["catalog_hash"] = ce.Reply.CallID, ce.Reply.CatalogHash
+			}
+			if ce.Reply.Dispatched != nil {
+				out["dispatched"] = *ce.Reply.Dispatched
+			}
 		}
 		_ = printJSON(out)
 		return refused{err}
