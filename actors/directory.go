@@ -2,6 +2,7 @@ package actors
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -31,11 +32,13 @@ import (
 // lease of a turn that is already closing answers once turn.closed is
 // stored, like any close.
 type directory struct {
-	sh       *shared
-	turns    map[string]*lease
-	closed   tombstones
-	draining *closeAllWaiter
-	sweep    *time.Timer
+	sh     *shared
+	turns  map[string]*lease
+	closed tombstones
+	// perPrincipal counts each principal's open turns (both kinds).
+	perPrincipal map[string]int
+	draining     *closeAllWaiter
+	sweep        *time.Timer
 }
 
 // idleSweeps is how many sweeps an idle turn must sit through.
@@ -45,9 +48,10 @@ const idleSweeps = 4
 // turn's child PID id is "turns/<turn id>", so the PID leads back to the
 // entry without a map.
 type lease struct {
-	pid     *actor.PID
-	key     string
-	closing bool
+	pid       *actor.PID
+	key       string
+	principal string // tenant and principal, for MaxTurnsPerPrincipal
+	closing   bool
 	// oneOp marks a turn of one operation: counted against MaxTurns and
 	// closed at shutdown like any turn, but holding no leases and leaving
 	// no tombstone (nobody can name it again).
@@ -62,7 +66,7 @@ type lease struct {
 type closeAllWaiter struct{ sender *actor.PID }
 
 func newDirectory(sh *shared) *directory {
-	return &directory{sh: sh, turns: map[string]*lease{}, closed: newTombstones(65536)}
+	return &directory{sh: sh, turns: map[string]*lease{}, closed: newTombstones(65536), perPrincipal: map[string]int{}}
 }
 
 func (d *directory) Receive(ctx actor.Context) {
@@ -144,8 +148,8 @@ func (d *directory) open(ctx actor.Context, access authority.AccessContext, atta
 		// restart; reopening it would give it a second chain).
 		return reason.New(reason.TurnNotFound, "no open turn %s on node %s", access.TurnID, d.sh.opts.Node)
 	}
-	if len(d.turns) >= d.sh.opts.MaxTurns {
-		return reason.New(reason.Overloaded, "node %s holds %d open turns", d.sh.opts.Node, len(d.turns))
+	if err := d.admit(access); err != nil {
+		return err
 	}
 	pid, err := ctx.SpawnNamed(d.sh.turnProps, access.TurnID)
 	if err != nil {
@@ -153,7 +157,7 @@ func (d *directory) open(ctx actor.Context, access authority.AccessContext, atta
 	}
 	id := mintID()
 	l := &lease{pid: pid, key: key}
-	d.turns[access.TurnID] = l
+	d.add(access, l)
 	// First in the turn's mailbox: nobody can name the turn before this
 	// open is answered.
 	ctx.Send(pid, &startTurn{access: access, lease: id, activity: &l.activity})
@@ -169,8 +173,8 @@ func (d *directory) runOneOperation(ctx actor.Context, msg *oneOperation) {
 		ctx.Respond(reason.New(reason.Overloaded, "node %s is shutting down", d.sh.opts.Node))
 		return
 	}
-	if len(d.turns) >= d.sh.opts.MaxTurns {
-		ctx.Respond(reason.New(reason.Overloaded, "node %s holds %d open turns", d.sh.opts.Node, len(d.turns)))
+	if err := d.admit(msg.access); err != nil {
+		ctx.Respond(err)
 		return
 	}
 	pid, err := ctx.SpawnNamed(d.sh.turnProps, msg.access.TurnID)
@@ -179,7 +183,7 @@ func (d *directory) runOneOperation(ctx actor.Context, msg *oneOperation) {
 		return
 	}
 	l := &lease{pid: pid, oneOp: true}
-	d.turns[msg.access.TurnID] = l
+	d.add(msg.access, l)
 	ctx.Send(pid, &startTurn{access: msg.access, oneOp: true, activity: &l.activity})
 	ctx.RequestWithCustomSender(pid, msg.op, ctx.Sender())
 }
@@ -221,10 +225,38 @@ func (d *directory) closeIdle(ctx actor.Context) {
 	}
 }
 
+// principalKey is tenant and principal, length-prefixed so no two pairs
+// share a key.
+func principalKey(a authority.AccessContext) string {
+	return strconv.Itoa(len(a.Tenant)) + ":" + a.Tenant + a.Principal
+}
+
+// admit refuses a new turn beyond MaxTurns on the node or
+// MaxTurnsPerPrincipal for its principal: one principal cannot take the
+// node's every turn.
+func (d *directory) admit(access authority.AccessContext) error {
+	if len(d.turns) >= d.sh.opts.MaxTurns {
+		return reason.New(reason.Overloaded, "node %s holds %d open turns", d.sh.opts.Node, len(d.turns))
+	}
+	if n := d.perPrincipal[principalKey(access)]; n >= d.sh.opts.MaxTurnsPerPrincipal {
+		return reason.New(reason.Overloaded, "%s/%s holds %d open turns on node %s", access.Tenant, access.Principal, n, d.sh.opts.Node)
+	}
+	return nil
+}
+
+func (d *directory) add(access authority.AccessContext, l *lease) {
+	l.principal = principalKey(access)
+	d.turns[access.TurnID] = l
+	d.perPrincipal[l.principal]++
+}
+
 // retire forgets an open turn and remembers that its id was closed.
 func (d *directory) retire(turnID string) {
 	if l, ok := d.turns[turnID]; ok {
 		delete(d.turns, turnID)
+		if d.perPrincipal[l.principal]--; d.perPrincipal[l.principal] <= 0 {
+			delete(d.perPrincipal, l.principal)
+		}
 		if !l.oneOp {
 			d.closed.add(turnID)
 		}

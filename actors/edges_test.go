@@ -579,3 +579,55 @@ func TestTurnIDsAreMintedByTheNodeOnly(t *testing.T) {
 		t.Fatalf("%d turn.opened records, want 1", n)
 	}
 }
+
+// One principal cannot take a node's every turn: MaxTurnsPerPrincipal
+// bounds its open turns (turns of one operation included), others are not
+// affected, and a closed turn frees its place.
+func TestTurnsPerPrincipalAreBounded(t *testing.T) {
+	f := conformance.NewFixture(t)
+	k := start(t, f, func(o *actors.Options) { o.MaxTurnsPerPrincipal = 2 })
+	c := ctx(t)
+	first, err := k.Open(c, conformance.Ada)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k.Open(c, conformance.Ada); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k.Open(c, conformance.Ada); !errors.Is(err, reason.ErrOverloaded) {
+		t.Fatalf("ada's third turn: %v, want overloaded", err)
+	}
+	if _, err := k.ListTools(c, conformance.Ada); !errors.Is(err, reason.ErrOverloaded) {
+		t.Fatalf("ada's one-operation listing at her bound: %v, want overloaded", err)
+	}
+	if _, err := k.Open(c, conformance.Bob); err != nil {
+		t.Fatalf("bob is not bound by ada's turns: %v", err)
+	}
+	who := conformance.Ada
+	who.TurnID, who.LeaseID = first.TurnID, first.LeaseID
+	if err := k.Close(c, who, first.LeaseID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k.Open(c, conformance.Ada); err != nil {
+		t.Fatalf("ada after closing a turn: %v", err)
+	}
+}
+
+// A turn holds at most MaxLeasesPerTurn leases.
+func TestLeasesPerTurnAreBounded(t *testing.T) {
+	f := conformance.NewFixture(t)
+	k := start(t, f, func(o *actors.Options) { o.MaxLeasesPerTurn = 2 })
+	c := ctx(t)
+	o, err := k.Open(c, conformance.Ada)
+	if err != nil {
+		t.Fatal(err)
+	}
+	who := conformance.Ada
+	who.TurnID = o.TurnID
+	if _, err := k.Open(c, who); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k.Open(c, who); !errors.Is(err, reason.ErrOverloaded) {
+		t.Fatalf("third lease: %v, want overloaded", err)
+	}
+}

@@ -47,6 +47,10 @@ type Options struct {
 	// MaxTurns bounds open turns on this node; opens beyond it are refused
 	// overloaded. Default 100000.
 	MaxTurns int
+	// MaxTurnsPerPrincipal bounds one principal's open turns on this node
+	// (turns of one operation included); beyond it opens are refused
+	// overloaded. Default 1024.
+	MaxTurnsPerPrincipal int
 	// MaxLeasesPerTurn bounds the leases held on one turn; attaches beyond
 	// it are refused overloaded. Default 64.
 	MaxLeasesPerTurn int
@@ -98,6 +102,9 @@ func (o Options) withDefaults() Options {
 	if o.MaxLeasesPerTurn == 0 {
 		o.MaxLeasesPerTurn = 64
 	}
+	if o.MaxTurnsPerPrincipal == 0 {
+		o.MaxTurnsPerPrincipal = 1024
+	}
 	if o.IdleTimeout == 0 {
 		o.IdleTimeout = 10 * time.Minute
 	}
@@ -145,7 +152,7 @@ func (o Options) Validate() error {
 	if !idPattern.MatchString(o.Node) {
 		return fmt.Errorf("actors: node id %q must match %s", o.Node, idPattern)
 	}
-	if o.StepCeiling < 0 || o.MaxInFlightPerTurn < 0 || o.MaxTurns < 0 || o.MaxLeasesPerTurn < 0 {
+	if o.StepCeiling < 0 || o.MaxInFlightPerTurn < 0 || o.MaxTurns < 0 || o.MaxLeasesPerTurn < 0 || o.MaxTurnsPerPrincipal < 0 {
 		return errors.New("actors: limits must not be negative")
 	}
 	seen := map[string]bool{}
