@@ -2,6 +2,8 @@ package conformance
 
 import (
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
 	"testing"
 	"time"
 
@@ -20,18 +22,24 @@ var RemoteProvider = Column{
 	Name: "remote-provider",
 	Start: func(t testing.TB, f *Fixture, opts actors.Options) Driver {
 		_, nc := natstest.Start(t, false)
+		// The node signs every call; the providers trust only its key.
+		_, key, err := ed25519.GenerateKey(rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		trusted := []ed25519.PublicKey{key.Public().(ed25519.PublicKey)}
 		var remote []providers.ContextToolProvider
 		for _, p := range opts.Providers {
 			m, ok := p.(*providers.Memory)
 			if !ok {
 				t.Fatalf("remote-provider column: provider %s is not a fixture provider", p.ID())
 			}
-			h, err := provider.Serve(nc, m.ID(), MemoryProvider{M: m}, &provider.Options{TTL: time.Hour})
+			h, err := provider.Serve(nc, m.ID(), MemoryProvider{M: m}, &provider.Options{TTL: time.Hour, TrustedKeys: trusted})
 			if err != nil {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { _ = h.Stop(context.Background()) })
-			remote = append(remote, providers.NewRemote(nc, m.ID(), "sharedos", providers.WithLogger(opts.Logger)))
+			remote = append(remote, providers.NewRemote(nc, m.ID(), "sharedos", providers.WithLogger(opts.Logger), providers.WithSigner(key)))
 		}
 		opts.Providers = remote
 		return serveOverNATS(t, nc, opts)

@@ -306,14 +306,17 @@ func (m *CloseRequest) appendMsgpack(b []byte) []byte {
 }
 
 func (m *ProviderInvokeRequest) appendMsgpack(b []byte) []byte {
-	b = appendMapLen(b, 5+count(len(m.Args) > 0, m.Resource != "", m.TimeoutMs != 0))
+	b = appendMapLen(b, 5+count(len(m.Args) > 0, m.Resource != "", m.TimeoutMs != 0, len(m.Grant) > 0, len(m.GrantSig) > 0, m.GrantKey != ""))
 	b = m.Access.appendMsgpack(appendStr(appendV(b, m.V), "access"))
 	b = appendStr(appendStr(b, "call"), m.CallID)
 	b = appendStr(appendStr(b, "tool"), m.Tool)
 	b = appendStr(appendStr(b, "revision"), m.Revision)
 	b = appendOptBin(b, "args", m.Args)
 	b = appendOptStr(b, "resource", m.Resource)
-	return appendTimeout(b, m.TimeoutMs)
+	b = appendTimeout(b, m.TimeoutMs)
+	b = appendOptBin(b, "grant", m.Grant)
+	b = appendOptBin(b, "grant_sig", m.GrantSig)
+	return appendOptStr(b, "grant_key", m.GrantKey)
 }
 
 func (m *ProviderInvokeReply) appendMsgpack(b []byte) []byte {
@@ -819,7 +822,7 @@ func (m *CloseRequest) decodeMsgpack(b []byte) bool {
 
 func (m *ProviderInvokeRequest) decodeMsgpack(b []byte) bool {
 	zero := m.V == 0 && zeroAccess(&m.Access) && m.CallID == "" && m.Tool == "" && m.Revision == "" && m.Args == nil &&
-		m.Resource == "" && m.TimeoutMs == 0
+		m.Resource == "" && m.TimeoutMs == 0 && m.Grant == nil && m.GrantSig == nil && m.GrantKey == ""
 	return decodeInto(m, zero, b, func(r *reader, v *ProviderInvokeRequest, k []byte) (bit uint, ok bool) {
 		switch string(k) {
 		case "v":
@@ -846,6 +849,15 @@ func (m *ProviderInvokeRequest) decodeMsgpack(b []byte) bool {
 		case "timeout_ms":
 			bit = 7
 			v.TimeoutMs, ok = r.uint32()
+		case "grant":
+			bit = 8
+			v.Grant, ok = r.bin()
+		case "grant_sig":
+			bit = 9
+			v.GrantSig, ok = r.bin()
+		case "grant_key":
+			bit = 10
+			v.GrantKey, ok = r.str()
 		}
 		return bit, ok
 	})

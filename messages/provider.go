@@ -79,6 +79,15 @@ type ProviderInvokeRequest struct {
 	// authorized against the principal's grants.
 	Resource  string `msgpack:"resource,omitempty"`
 	TimeoutMs uint32 `msgpack:"timeout_ms,omitempty"`
+	// The execution grant (docs/protocol.md, "Execution grants"): Grant is
+	// the RFC 8785 canonical JSON of the grant object the node decided,
+	// GrantSig the Ed25519 signature over exactly those bytes, GrantKey the
+	// id of the signing key (hex of the first 16 bytes of the SHA-256 of
+	// the 32-byte public key). A provider verifies the signature over the
+	// raw bytes, then every field of the grant against this request.
+	Grant    []byte `msgpack:"grant,omitempty"`
+	GrantSig []byte `msgpack:"grant_sig,omitempty"`
+	GrantKey string `msgpack:"grant_key,omitempty"`
 }
 
 // ProviderInvokeReply answers ProviderInvokeRequest. Error is set when the

@@ -40,9 +40,11 @@ type Host struct {
 	norm *catalog.Normalizer
 	// pageBytes bounds the tools' share of a catalogue page (see page).
 	pageBytes int
-	inflight  atomic.Int64
-	wg        sync.WaitGroup
-	once      sync.Once
+	// grants verifies execution grants; nil only with InsecureUnsigned.
+	grants   *providers.GrantVerifier
+	inflight atomic.Int64
+	wg       sync.WaitGroup
+	once     sync.Once
 }
 
 // Serve starts serving p as provider id on nc and returns once the
@@ -67,7 +69,22 @@ func Serve(nc *nats.Conn, id string, p Provider, opts *Options) (*Host, error) {
 	if o.PageTools <= 0 {
 		o.PageTools = DefaultPageTools
 	}
+	switch o.Scope {
+	case "principal", "tenant", "global":
+	default:
+		return nil, fmt.Errorf("provider %s: scope %q must be principal, tenant or global", id, o.Scope)
+	}
 	h := &Host{id: id, nc: nc, opts: o, p: p, norm: catalog.NewNormalizer(o.Limits, 2*providers.MaxCatalogTools), pageBytes: pageBytes(nc, o.PageBytes)}
+	switch {
+	case len(o.TrustedKeys) > 0:
+		v, err := providers.NewGrantVerifier(id, o.TrustedKeys)
+		if err != nil {
+			return nil, err
+		}
+		h.grants = v
+	case !o.InsecureUnsigned:
+		return nil, fmt.Errorf("provider %s: no trusted node keys (Options.TrustedKeys): the provider would run calls no node decided; set Options.InsecureUnsigned to serve without verifying (tests only)", id)
+	}
 	log := o.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -75,7 +92,7 @@ func Serve(nc *nats.Conn, id string, p Provider, opts *Options) (*Host, error) {
 	h.system = actor.NewActorSystem(actor.WithDeadLetterRequestLogging(false),
 		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return log.With("provider", id) }))
 	h.pid = h.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor {
-		return &ledgerActor{h: h, ledger: map[string]advertised{}}
+		return &ledgerActor{h: h, ledger: map[ledgerKey]advertised{}}
 	}))
 	group := messages.ProviderQueueGroup(id)
 	for subj, handle := range map[string]func(*nats.Msg){
@@ -194,7 +211,9 @@ func (h *Host) onCatalog(m *nats.Msg) {
 		defer h.release()
 		ctx, cancel := requestContext(req.TimeoutMs)
 		defer cancel()
-		tools, err := h.current(ctx, req.Access.Context(time.Now()))
+		access := req.Access.Context(time.Now())
+		access.LeaseID = ""
+		tools, err := h.current(ctx, access)
 		if err != nil {
 			h.respond(m, &messages.ProviderCatalogReply{V: messages.Version, Error: wireError(err)})
 			return
@@ -205,7 +224,7 @@ func (h *Host) onCatalog(m *nats.Msg) {
 			return
 		}
 		// The ledger records what was advertised before the node can see it.
-		_, _ = h.system.Root.RequestFuture(h.pid, &advertise{tools: page, at: time.Now()}, 5*time.Second).Result()
+		_, _ = h.system.Root.RequestFuture(h.pid, &advertise{scope: h.scopeKey(access), tools: page, at: time.Now()}, 5*time.Second).Result()
 		rep := &messages.ProviderCatalogReply{V: messages.Version, TTLMs: uint32(h.opts.TTL.Milliseconds()), Scope: h.opts.Scope, NextCursor: next}
 		rep.Tools = make([]messages.ProviderTool, 0, len(page))
 		for _, t := range page {
@@ -368,7 +387,23 @@ func (h *Host) onInvoke(m *nats.Msg) {
 		defer h.release()
 		ctx, cancel := requestContext(req.TimeoutMs)
 		defer cancel()
-		access := req.Access.Context(time.Now())
+		now := time.Now()
+		access := req.Access.Context(now)
+		access.LeaseID = ""
+		if h.grants != nil {
+			// The node's signed decision, or nothing runs; the handler gets
+			// the access the grant names, not the request's unsigned fields.
+			g, err := h.grants.Verify(&req, now)
+			if err != nil {
+				h.respond(m, &messages.ProviderInvokeReply{V: messages.Version, Error: wireError(err)})
+				return
+			}
+			access = g.Access(now)
+			access.EnabledNamespaces = req.Access.Namespaces
+			var gcancel context.CancelFunc
+			ctx, gcancel = context.WithDeadline(ctx, time.UnixMilli(g.Expires).Add(providers.GrantSkew))
+			defer gcancel()
+		}
 		handler, err := h.choose(ctx, access, req.Tool, req.Revision)
 		if err != nil {
 			h.respond(m, &messages.ProviderInvokeReply{V: messages.Version, Error: wireError(err)})
@@ -388,7 +423,7 @@ func (h *Host) onInvoke(m *nats.Msg) {
 // current tools are listed and the revision must be current.
 func (h *Host) choose(ctx context.Context, access Access, name, revision string) (Handler, error) {
 	ask := func(current []normalized) (Handler, error) {
-		res, err := h.system.Root.RequestFuture(h.pid, &choose{name: name, revision: revision, current: current, at: time.Now()}, 5*time.Second).Result()
+		res, err := h.system.Root.RequestFuture(h.pid, &choose{scope: h.scopeKey(access), name: name, revision: revision, current: current, at: time.Now()}, 5*time.Second).Result()
 		if err != nil {
 			return nil, reason.New(reason.ProviderError, "provider %s: %v", h.id, err)
 		}
@@ -414,8 +449,26 @@ func wireError(err error) *messages.Error {
 	var re *reason.Error
 	if errors.As(err, &re) {
 		msg = re.Message
+		if re.Code == reason.InvalidRequest { // a refused grant or a malformed request
+			return &messages.Error{Code: string(re.Code), Message: msg}
+		}
 	}
 	return &messages.Error{Code: string(providers.Classify(err)), Message: msg}
+}
+
+// scopeKey is who a catalogue answer for access is vouched for, by the
+// declared scope: the tenant, principal and credential profile; the
+// tenant; or everyone. The ledger holds an advertised revision under the
+// scope key of the access it was advertised to, and honours it only for
+// calls whose (granted) access has the same key.
+func (h *Host) scopeKey(a Access) string {
+	switch h.opts.Scope {
+	case "global":
+		return "g"
+	case "tenant":
+		return "t\x00" + a.Tenant
+	}
+	return "p\x00" + a.Tenant + "\x00" + a.Principal + "\x00" + a.CredentialProfile
 }
 
 func run(ctx context.Context, handler Handler, call Call) (res Result, err error) {
@@ -431,16 +484,21 @@ func run(ctx context.Context, handler Handler, call Call) (res Result, err error
 type (
 	// advertise records the revisions a catalogue answer advertised.
 	advertise struct {
+		scope string
 		tools []normalized
 		at    time.Time
 	}
 	// choose picks the handler for a pinned revision, or refuses.
 	choose struct {
-		name, revision string
-		current        []normalized
-		at             time.Time
+		scope, name, revision string
+		current               []normalized
+		at                    time.Time
 	}
 )
+
+// ledgerKey is an advertised revision under the scope key of the access
+// it was advertised to.
+type ledgerKey struct{ scope, revision string }
 
 type advertised struct {
 	name    string
@@ -452,20 +510,20 @@ type advertised struct {
 // when it honours them. One message at a time; no locks.
 type ledgerActor struct {
 	h      *Host
-	ledger map[string]advertised // by revision
+	ledger map[ledgerKey]advertised
 }
 
 func (l *ledgerActor) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *actor.Started, *actor.Stopping, *actor.Stopped, *actor.Restarting:
 	case *advertise:
-		for rev, a := range l.ledger {
+		for k, a := range l.ledger {
 			if msg.at.After(a.until) {
-				delete(l.ledger, rev)
+				delete(l.ledger, k)
 			}
 		}
 		for _, t := range msg.tools {
-			l.ledger[t.tool.Revision] = advertised{name: t.tool.Identity.Name, handler: t.handler, until: msg.at.Add(l.h.opts.TTL)}
+			l.ledger[ledgerKey{scope: msg.scope, revision: t.tool.Revision}] = advertised{name: t.tool.Identity.Name, handler: t.handler, until: msg.at.Add(l.h.opts.TTL)}
 		}
 		ctx.Respond(true)
 	case *choose:
@@ -475,7 +533,7 @@ func (l *ledgerActor) Receive(ctx actor.Context) {
 				return
 			}
 		}
-		if a, ok := l.ledger[msg.revision]; ok && a.name == msg.name && !msg.at.After(a.until) {
+		if a, ok := l.ledger[ledgerKey{scope: msg.scope, revision: msg.revision}]; ok && a.name == msg.name && !msg.at.After(a.until) {
 			ctx.Respond(a.handler)
 			return
 		}

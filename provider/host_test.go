@@ -1,7 +1,9 @@
 package provider_test
 
 import (
+	"bytes"
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -37,6 +39,12 @@ func ok(_ context.Context, call provider.Call) (provider.Result, error) {
 	return provider.Result{Text: "ran " + call.Tool}, nil
 }
 
+// nodeKey signs the test kernel's execution grants; providers trust nodePub.
+var (
+	nodeKey = ed25519.NewKeyFromSeed(bytes.Repeat([]byte{7}, ed25519.SeedSize))
+	nodePub = nodeKey.Public().(ed25519.PublicKey)
+)
+
 var ada = authority.AccessContext{Tenant: "acme", Principal: "ada", EnabledNamespaces: []string{"x"}}
 
 type world struct {
@@ -55,7 +63,7 @@ func kernel(t *testing.T, nc *nats.Conn, ids ...string) *world {
 	}
 	var ps []providers.ContextToolProvider
 	for _, id := range ids {
-		ps = append(ps, providers.NewRemote(nc, id, "sharedos"))
+		ps = append(ps, providers.NewRemote(nc, id, "sharedos", providers.WithSigner(nodeKey)))
 	}
 	sink := audit.NewMemory()
 	k, err := actors.New(actors.Options{Node: "n1", Providers: ps, Authority: src, Sink: sink,
@@ -69,7 +77,7 @@ func kernel(t *testing.T, nc *nats.Conn, ids ...string) *world {
 
 func serve(t *testing.T, nc *nats.Conn, id string, p provider.Provider, ttl time.Duration) *provider.Host {
 	t.Helper()
-	h, err := provider.Serve(nc, id, p, &provider.Options{TTL: ttl})
+	h, err := provider.Serve(nc, id, p, &provider.Options{TTL: ttl, TrustedKeys: []ed25519.PublicKey{nodePub}})
 	if err != nil {
 		t.Fatal(err)
 	}

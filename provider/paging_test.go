@@ -185,13 +185,15 @@ func TestToolOnALaterPageRuns(t *testing.T) {
 	serve(t, nc, "big", provider.ProviderFunc(func(context.Context, provider.Access) ([]provider.Tool, error) {
 		return tools, nil
 	}), time.Minute)
-	r := providers.NewRemote(nc, "big", "sharedos")
+	r := providers.NewRemote(nc, "big", "sharedos", providers.WithSigner(nodeKey))
 	cat, err := r.Catalog(ctx(t), ada)
 	if err != nil || len(cat.Definitions) != 1200 {
 		t.Fatalf("%d tools, %v", len(cat.Definitions), err)
 	}
 	last := cat.Definitions[1199]
-	res, err := r.Invoke(ctx(t), providers.Call{Access: ada, CallID: "c", Tool: catalog.Identity{Provider: "big", Name: last.Name}, Token: last.Token,
+	inTurn := ada
+	inTurn.TurnID = "n1.t1"
+	res, err := r.Invoke(ctx(t), providers.Call{Access: inTurn, Node: "n1", CallID: "c", Tool: catalog.Identity{Provider: "big", Name: last.Name}, Token: last.Token,
 		Arguments: json.RawMessage(`{}`)})
 	if err != nil || res.Text != "ran "+last.Name {
 		t.Fatalf("invoke %s: %+v %v", last.Name, res, err)

@@ -28,6 +28,7 @@ package provider
 
 import (
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"log/slog"
 	"time"
@@ -116,6 +117,18 @@ type Options struct {
 	// ceiling: the connection's max payload less an eighth (at least
 	// 4 KiB) for the rest of the reply.
 	PageBytes int
+	// TrustedKeys are the Ed25519 public keys of the nodes whose execution
+	// grants this provider honours (docs/protocol.md, "Execution grants").
+	// Every invoke must carry a grant signed by one of them, for this
+	// provider, tool, revision, arguments and resource, unexpired and not
+	// used before; anything else is refused invalid_request and the
+	// handler never runs. Serve refuses to start without keys unless
+	// InsecureUnsigned is set.
+	TrustedKeys []ed25519.PublicKey
+	// InsecureUnsigned serves without trusted keys: any bus client that
+	// reaches the invoke subject runs any tool as anyone it names. Tests
+	// and local experiments only.
+	InsecureUnsigned bool
 }
 
 // DefaultPageTools is the default bound on the tools in one catalogue page.

@@ -6,6 +6,7 @@ package node
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -64,6 +65,9 @@ type Node struct {
 	metrics *metrics
 
 	checkpoints *audit.Checkpointer // signed audit checkpoints, in front of sink
+	// key is the node's Ed25519 key: it signs audit checkpoints and the
+	// execution grants of provider calls (docs/security.md).
+	key ed25519.PrivateKey
 
 	ready    atomic.Bool
 	stopOnce sync.Once
@@ -134,13 +138,14 @@ func Start(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err 
 			if ttl == 0 {
 				ttl = 5 * time.Minute
 			}
-			h, err := provider.Serve(n.nc, p.ID, impl, &provider.Options{Prefix: cfg.NATS.Prefix, TTL: ttl})
+			h, err := provider.Serve(n.nc, p.ID, impl, &provider.Options{Prefix: cfg.NATS.Prefix, TTL: ttl,
+				TrustedKeys: []ed25519.PublicKey{n.key.Public().(ed25519.PublicKey)}})
 			if err != nil {
 				return nil, fmt.Errorf("node: hosting provider %s: %w", p.ID, err)
 			}
 			n.hosts = append(n.hosts, h)
 		}
-		ps = append(ps, providers.NewRemote(n.nc, p.ID, cfg.NATS.Prefix, providers.WithLogger(n.log)))
+		ps = append(ps, providers.NewRemote(n.nc, p.ID, cfg.NATS.Prefix, providers.WithLogger(n.log), providers.WithSigner(n.key)))
 	}
 	ps = append(ps, opts.Providers...)
 	var kernelRef atomic.Pointer[actors.Kernel]
@@ -352,9 +357,14 @@ func (n *Node) startCheckpoints(ctx context.Context, opts Options) error {
 	if interval == 0 {
 		interval = time.Duration(n.cfg.Audit.CheckpointInterval)
 	}
+	key, err := audit.LoadOrCreateKey(keyFile)
+	if err != nil {
+		return fmt.Errorf("node: key: %w", err)
+	}
+	n.key = key
 	cp, err := audit.StartCheckpointer(ctx, n.nc, n.sink, audit.CheckpointOptions{
 		Node: n.cfg.Node.ID, Prefix: n.cfg.NATS.Prefix, Stream: n.cfg.Audit.Stream,
-		KeyFile: keyFile, StateFile: audit.DefaultStateFile(n.cfg.Node.DataDir),
+		Key: key, KeyFile: keyFile, StateFile: audit.DefaultStateFile(n.cfg.Node.DataDir),
 		Interval: interval, Logger: n.log,
 	})
 	if err != nil {

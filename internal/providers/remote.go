@@ -2,6 +2,7 @@ package providers
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"log/slog"
 	"sync"
@@ -33,6 +34,8 @@ type Remote struct {
 	limits   messages.Limits
 	log      *slog.Logger
 	maxTools int
+	signer   *GrantSigner
+	signErr  error
 
 	mu    sync.Mutex
 	state ProviderState
@@ -69,6 +72,16 @@ func WithMaxCatalogTools(n int) RemoteOption {
 		if n > 0 {
 			r.maxTools = n
 		}
+	}
+}
+
+// WithSigner signs every invoke with key: the call carries an execution
+// grant (see Grant) that providers verify against the node's public key.
+// Without it calls go unsigned, and a provider that checks grants (the
+// SDK's default) refuses them.
+func WithSigner(key ed25519.PrivateKey) RemoteOption {
+	return func(r *Remote) {
+		r.signer, r.signErr = NewGrantSigner(key)
 	}
 }
 
@@ -222,11 +235,17 @@ func (r *Remote) Invoke(ctx context.Context, call Call) (Result, error) {
 	if rev == "" {
 		rev = call.Revision
 	}
-	var rep messages.ProviderInvokeReply
-	if err := r.request(ctx, messages.ProviderInvokeSubject(r.prefix, r.id), &messages.ProviderInvokeRequest{
-		V: messages.Version, Access: messages.AccessOf(call.Access), CallID: call.CallID, Tool: call.Tool.Name,
+	access := messages.AccessOf(call.Access)
+	access.Lease = "" // a capability of the turn's holder, never a provider's
+	req := &messages.ProviderInvokeRequest{
+		V: messages.Version, Access: access, CallID: call.CallID, Tool: call.Tool.Name,
 		Revision: rev, Args: call.Arguments, Resource: call.Resource, TimeoutMs: timeoutMs(ctx),
-	}, &rep); err != nil {
+	}
+	if err := r.sign(ctx, req, call, rev); err != nil {
+		return Result{}, err
+	}
+	var rep messages.ProviderInvokeReply
+	if err := r.request(ctx, messages.ProviderInvokeSubject(r.prefix, r.id), req, &rep); err != nil {
 		if reason.Of(err) == reason.ProviderUnavailable {
 			r.observe(ctx, err) // no instance at all: down, whatever the catalogue said
 		}
@@ -236,6 +255,37 @@ func (r *Remote) Invoke(ctx context.Context, call Call) (Result, error) {
 		return Result{}, providerError(r.id, rep.Error)
 	}
 	return Result{Text: rep.Text, Structured: rep.Structured, IsError: rep.IsError}, nil
+}
+
+// sign puts the call's execution grant on req: what the kernel decided,
+// for exactly these argument bytes, until the call's deadline (bounded by
+// MaxGrantLifetime; DefaultGrantLifetime without one).
+func (r *Remote) sign(ctx context.Context, req *messages.ProviderInvokeRequest, call Call, rev string) error {
+	if r.signErr != nil {
+		return reason.New(reason.Internal, "provider %s: %v", r.id, r.signErr)
+	}
+	if r.signer == nil {
+		return nil
+	}
+	now := time.Now()
+	exp := now.Add(DefaultGrantLifetime)
+	if dl, ok := ctx.Deadline(); ok {
+		exp = dl
+	}
+	if limit := now.Add(MaxGrantLifetime); exp.After(limit) {
+		exp = limit
+	}
+	g := &Grant{
+		V: GrantVersion, Call: call.CallID, Turn: call.Access.TurnID, Node: call.Node,
+		Tenant: call.Access.Tenant, Principal: call.Access.Principal, Credential: call.Access.CredentialProfile,
+		Attributes: call.Access.Attributes, Provider: r.id, Tool: call.Tool.Name, Revision: call.Revision, Token: rev,
+		CatalogHash: call.CatalogHash, ArgsSHA256: ArgsHash(req.Args), Resource: call.Resource,
+		IssuedAt: now.UnixMilli(), Expires: max(exp.UnixMilli(), now.UnixMilli()),
+	}
+	if err := r.signer.Sign(req, g); err != nil {
+		return reason.New(reason.Internal, "provider %s: signing the execution grant: %v", r.id, err)
+	}
+	return nil
 }
 
 func (r *Remote) request(ctx context.Context, subject string, req, rep messages.Message) error {
