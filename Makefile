@@ -54,13 +54,15 @@ soak:
 ## mutation: mutation testing (gremlins) of the kernel's core, one run per package, then a
 ## table of efficacy per package and the surviving mutants. Not part of `make test`.
 ## A mutant that does not compile (or fails vet) is NOT VIABLE, never a kill; efficacy is
-## killed / (killed + lived). MUTATION_PKGS picks rows (MUTATION_PKGS='turn guard');
+## killed / (killed + lived). MUTATION_PKGS picks rows (MUTATION_PKGS='turn guard').
+## gremlins times a mutant out after the coverage run's duration times the coefficient; with
+## a warm build cache that run is short and a loaded machine compiles slower, hence 15;
 ## docs/mutation.md explains the rows, the mutators and every known survivor.
 .PHONY: mutation
 GREMLINS ?= $(shell command -v gremlins 2>/dev/null || echo $(HOME)/go/bin/gremlins)
 MUTATION_DIR ?= $(or $(TMPDIR),/tmp)/sharedos-mutation
 MUTATION_PKGS ?= turn authority guard verify catalog
-MUTATION_FLAGS ?= --workers 1 --timeout-coefficient 5 --invert-logical --remove-self-assignments
+MUTATION_FLAGS ?= --workers 1 --timeout-coefficient 15 --invert-logical --remove-self-assignments
 # row name := package directory[:the only file mutated] (no file: every file of the package)
 MUTATION_ROW_turn := turn
 MUTATION_ROW_authority := authority
