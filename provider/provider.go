@@ -9,16 +9,22 @@
 //		return []provider.Tool{{Definition: forecastDef, Handler: forecast}}, nil
 //	}
 //
-//	host, err := provider.Serve(nc, "weather", weather{}, nil)
+//	host, err := provider.Serve(nc, "weather", weather{}, &provider.Options{TrustedKeys: nodeKeys})
 //	defer host.Stop(ctx)
 //
 // The host answers the node's two requests over NATS (see docs/protocol.md):
 // catalogue (the tools for an access context, each with its revision, and
 // the provider's freshness, in pages that fit the connection's max payload)
-// and invoke. Before it runs a tool it checks the
+// and invoke. Before it runs a tool it verifies the call's execution
+// grant — the node's decision, signed with a key in Options.TrustedKeys,
+// for exactly this tool, revision, arguments and resource, unexpired and
+// not used before — and refuses anything else invalid_request (see
+// docs/protocol.md, "Execution grants"). Then it checks the
 // revision the turn pinned: it runs the contract the turn was shown — the
 // current one, or one it advertised within its TTL — and otherwise refuses
-// with capability_changed. It never runs a different contract and never
+// with capability_changed. A revision advertised within its TTL runs only
+// for the scope it was advertised to (Options.Scope: the same principal,
+// tenant, or anyone). It never runs a different contract and never
 // falls back to a similarly named tool.
 //
 // Each provider runs as an actor that owns its ledger of advertised
@@ -57,6 +63,9 @@ type Handler func(ctx context.Context, call Call) (Result, error)
 
 // Call is one execution.
 type Call struct {
+	// Access is the access context the node decided the call for, as its
+	// signed grant names it (tenant, principal, credential profile, turn,
+	// attributes; the namespaces are the request's).
 	Access    Access
 	CallID    string
 	Tool      string
