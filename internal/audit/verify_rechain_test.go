@@ -658,3 +658,55 @@ func TestCallsBeforeAnyResolution(t *testing.T) {
 		wantOne(t, string(evs[1].Type), rep, "t1", 1, string(evs[1].Type)+" before any resolved catalogue")
 	}
 }
+
+// Checkpoint chains: a gap names the missing range, a bad signature is
+// refused, a node's key is pinned without trusted keys and may rotate
+// among trusted keys.
+func TestCheckpointChainChecks(t *testing.T) {
+	k1, k2 := cpKey(t), cpKey(t)
+	data, recs := rechain(t, rcTurn("node-1", "acme", "t1"))
+	cp0 := rcCheckpoint(t, k1, "node-1", 0, nil, 2, head("acme", "t1", recs[1], false))
+	cp1by2 := rcCheckpoint(t, k2, "node-1", 1, cp0, 4, head("acme", "t1", recs[3], false))
+	cp1 := rcCheckpoint(t, k1, "node-1", 1, cp0, 4, head("acme", "t1", recs[3], false))
+	cp2 := rcCheckpoint(t, k1, "node-1", 2, cp1, 7, head("acme", "t1", recs[6], true))
+	trail := func(cps ...[]byte) [][]byte {
+		out := slices.Clone(data[:2])
+		out = append(out, cps[0])
+		out = append(out, data[2:4]...)
+		out = append(out, cps[1:]...)
+		return append(out, data[4:]...)
+	}
+	chainOnly := func(name string, rep Report, seq uint64, want string) {
+		t.Helper()
+		if len(rep.Violations) != 1 || !rep.Violations[0].Checkpoint || rep.Violations[0].Node != "node-1" || rep.Violations[0].Seq != seq ||
+			!strings.Contains(rep.Violations[0].Reason, want) {
+			t.Errorf("%s: %v, want checkpoint %d: %q", name, rep.Violations, seq, want)
+		}
+	}
+	pub1, pub2 := k1.Public().(ed25519.PublicKey), k2.Public().(ed25519.PublicKey)
+	if rep := rcVerify(t, trail(cp0, cp1, cp2), VerifyOptions{}, false); !rep.OK() || rep.Checkpoints != 3 {
+		t.Fatalf("clean: %+v", rep)
+	}
+	chainOnly("a gap", rcVerify(t, trail(cp0, cp2), VerifyOptions{}, false), 1,
+		"expected checkpoint 1, found 2: checkpoints 1..1 missing (deleted) or out of order")
+	// Another key within the chain: refused without trusted keys ...
+	chainOnly("a key change, embedded", rcVerify(t, trail(cp0, cp1by2), VerifyOptions{}, false), 1,
+		"signed by key "+KeyID(pub2)+", but node node-1 signed with key "+KeyID(pub1)+" before")
+	// ... accepted when both keys are trusted (a rotation), refused when only one is.
+	if rep := rcVerify(t, trail(cp0, cp1by2), VerifyOptions{Trusted: []ed25519.PublicKey{pub1, pub2}}, false); !rep.OK() || rep.Checkpoints != 2 {
+		t.Errorf("a rotation among trusted keys: %v", rep.Violations)
+	}
+	chainOnly("an untrusted key", rcVerify(t, trail(cp0, cp1by2), VerifyOptions{Trusted: []ed25519.PublicKey{pub1}}, false), 1,
+		"signed by key "+KeyID(pub2)+", which is not trusted")
+	// A signature that does not verify (one hex digit of it changed).
+	bad := slices.Clone(cp1)
+	i := strings.LastIndex(string(bad), `"`) - 1
+	if bad[i] == '0' {
+		bad[i] = '1'
+	} else {
+		bad[i] = '0'
+	}
+	for _, opts := range []VerifyOptions{{}, {Trusted: []ed25519.PublicKey{pub1}}} {
+		chainOnly("a bad signature", rcVerify(t, trail(cp0, bad), opts, false), 1, "forged or altered")
+	}
+}
