@@ -7,10 +7,12 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strconv"
 	"sync"
 	"time"
-
-	"github.com/gowebpki/jcs"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/sharedos/sharedos/authority"
 	"github.com/sharedos/sharedos/messages"
@@ -107,16 +109,112 @@ func NewGrantSigner(key ed25519.PrivateKey) (*GrantSigner, error) {
 
 // Sign puts g on req: its canonical bytes, their signature and the key id.
 func (s *GrantSigner) Sign(req *messages.ProviderInvokeRequest, g *Grant) error {
-	raw, err := json.Marshal(g)
-	if err != nil {
-		return err
-	}
-	canon, err := jcs.Transform(raw)
-	if err != nil {
-		return err
-	}
+	canon := g.Canonical()
 	req.Grant, req.GrantSig, req.GrantKey = canon, ed25519.Sign(s.key, canon), s.keyID
 	return nil
+}
+
+// Canonical is g's RFC 8785 form: the bytes jcs.Transform(json.Marshal(g))
+// gives, written directly (members in code-unit order, strings with
+// JSON.stringify's escapes, integers in decimal).
+func (g *Grant) Canonical() []byte {
+	b := make([]byte, 0, 512+len(g.Call)+len(g.Turn)+len(g.Resource))
+	str := func(key, v string) {
+		b = append(b, ',', '"')
+		b = append(b, key...)
+		b = append(b, '"', ':')
+		b = appendJCSString(b, v)
+	}
+	num := func(key string, v int64) {
+		b = append(b, ',', '"')
+		b = append(b, key...)
+		b = append(b, '"', ':')
+		b = strconv.AppendInt(b, v, 10)
+	}
+	b = append(b, `{"args_sha256":`...)
+	b = appendJCSString(b, g.ArgsSHA256)
+	if len(g.Attributes) > 0 {
+		keys := make([]string, 0, len(g.Attributes))
+		for k := range g.Attributes {
+			keys = append(keys, k)
+		}
+		slices.SortFunc(keys, compareUTF16)
+		b = append(b, `,"attributes":{`...)
+		for i, k := range keys {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendJCSString(b, k)
+			b = append(b, ':')
+			b = appendJCSString(b, g.Attributes[k])
+		}
+		b = append(b, '}')
+	}
+	str("call", g.Call)
+	str("catalog_hash", g.CatalogHash)
+	str("credential", g.Credential)
+	num("exp", g.Expires)
+	num("iat", g.IssuedAt)
+	str("node", g.Node)
+	str("principal", g.Principal)
+	str("provider", g.Provider)
+	str("resource", g.Resource)
+	str("revision", g.Revision)
+	str("tenant", g.Tenant)
+	str("token", g.Token)
+	str("tool", g.Tool)
+	str("turn", g.Turn)
+	num("v", int64(g.V))
+	return append(b, '}')
+}
+
+// appendJCSString writes s as RFC 8785 does: '"' and '\\' escaped,
+// control characters as \b \t \n \f \r or \u00xx, everything else
+// literal UTF-8 (invalid bytes become U+FFFD, as encoding/json makes them).
+func appendJCSString(b []byte, s string) []byte {
+	b = append(b, '"')
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '"' || c == '\\':
+				b = append(b, '\\', c)
+			case c == '\b':
+				b = append(b, '\\', 'b')
+			case c == '\t':
+				b = append(b, '\\', 't')
+			case c == '\n':
+				b = append(b, '\\', 'n')
+			case c == '\f':
+				b = append(b, '\\', 'f')
+			case c == '\r':
+				b = append(b, '\\', 'r')
+			case c < 0x20:
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			default:
+				b = append(b, c)
+			}
+			i++
+			continue
+		}
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && n == 1 {
+			b = utf8.AppendRune(b, utf8.RuneError)
+		} else {
+			b = append(b, s[i:i+n]...)
+		}
+		i += n
+	}
+	return append(b, '"')
+}
+
+const hexDigits = "0123456789abcdef"
+
+// compareUTF16 orders strings by their UTF-16 code units (RFC 8785's
+// member order), which differs from byte order only around surrogates.
+func compareUTF16(a, b string) int {
+	ua, ub := utf16.Encode([]rune(a)), utf16.Encode([]rune(b))
+	return slices.Compare(ua, ub)
 }
 
 // GrantVerifier checks the grants on invoke requests for one provider

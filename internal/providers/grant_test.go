@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gowebpki/jcs"
 	"github.com/nats-io/nats.go"
 
 	"github.com/sharedos/sharedos/authority"
@@ -264,6 +265,35 @@ func itoa(i int) string {
 		i /= 10
 		if i == 0 {
 			return string(buf[n:])
+		}
+	}
+}
+
+// The grant's canonical bytes are exactly RFC 8785's (jcs.Transform of
+// encoding/json's output), for any strings: escapes, control characters,
+// invalid UTF-8, U+2028, and attribute keys whose UTF-16 order differs
+// from their byte order.
+func TestGrantCanonicalIsRFC8785(t *testing.T) {
+	odd := []string{"", "plain", "quote\"back\\slash", "ctl\x00\x01\x1f\x7f", "\b\t\n\f\r", "é ünïcødé", "\u2028\u2029",
+		"bad\xff\xfeutf8", "\uffff", "\U00010000", "<html>&amp;", "emoji 🙂"}
+	for i := range 200 {
+		pick := func(k int) string { return odd[(i*7+k*13)%len(odd)] + odd[(i+k)%len(odd)] }
+		g := providers.Grant{V: 1, Call: pick(1), Turn: pick(2), Node: pick(3), Tenant: pick(4), Principal: pick(5), Credential: pick(6),
+			Provider: pick(7), Tool: pick(8), Revision: pick(9), Token: pick(10), CatalogHash: pick(11), ArgsSHA256: pick(12), Resource: pick(13),
+			IssuedAt: int64(i) * 1_000_000_007, Expires: 1<<53 - int64(i)}
+		if i%3 != 0 {
+			g.Attributes = map[string]string{"\uffff": pick(14), "\U00010000": pick(15), pick(16): "x", "a": pick(17)}
+		}
+		raw, err := json.Marshal(&g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := jcs.Transform(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := g.Canonical(); !bytes.Equal(got, want) {
+			t.Fatalf("grant %d:\n got %q\nwant %q", i, got, want)
 		}
 	}
 }
