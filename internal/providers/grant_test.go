@@ -297,3 +297,30 @@ func TestGrantCanonicalIsRFC8785(t *testing.T) {
 		}
 	}
 }
+
+// A lease is the turn holder's capability: it never reaches a provider,
+// in a catalogue request either.
+func TestCatalogueRequestCarriesNoLease(t *testing.T) {
+	_, nc := natstest.Start(t, false)
+	leases := make(chan string, 1)
+	sub, err := nc.Subscribe(messages.ProviderCatalogSubject("sharedos", "p"), func(m *nats.Msg) {
+		var req messages.ProviderCatalogRequest
+		if err := messages.Decode(m.Data, &req, messages.DefaultLimits()); err != nil {
+			t.Error(err)
+		}
+		leases <- req.Access.Lease
+		b, _ := messages.Encode(&messages.ProviderCatalogReply{V: messages.Version})
+		_ = m.Respond(b)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	access := authority.AccessContext{Tenant: "acme", Principal: "ada", TurnID: "n1.t", LeaseID: "secret"}
+	if _, err := providers.NewRemote(nc, "p", "sharedos").Catalog(testCtx(t), access); err != nil {
+		t.Fatal(err)
+	}
+	if l := <-leases; l != "" {
+		t.Fatalf("the provider was shown lease %q", l)
+	}
+}

@@ -187,6 +187,7 @@ func (r *Remote) Catalog(ctx context.Context, access authority.AccessContext) (C
 // moved on.
 func (r *Remote) pages(ctx context.Context, access authority.AccessContext) (out Catalog, changed bool, err error) {
 	wire := messages.AccessOf(access)
+	wire.Lease = "" // never shown to a provider
 	cursor := ""
 	seen := map[string]bool{}
 	for page := 0; ; page++ {
