@@ -98,10 +98,8 @@ func (d *decoder) value(depth int) (any, error) {
 		return d.literal("null", nil)
 	case c == '-' || c >= '0' && c <= '9':
 		return d.number()
-	case c == 0 && d.i >= len(d.b):
-		return nil, d.fail(jsonSyntax, "unexpected end")
 	}
-	return nil, d.fail(jsonSyntax, "unexpected character")
+	return nil, d.fail(jsonSyntax, "expected a value")
 }
 
 func (d *decoder) object(depth int) (any, error) {

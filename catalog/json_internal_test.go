@@ -23,7 +23,7 @@ var jsonSeeds = []string{
 	`NaN`, `Infinity`, `"\ud800\u12"`, `"\ud800\`, `"\ud800\x"`, "\"a\tb\"", `{"a":[}`, `[{]`, `{"a":1`,
 	// refused although encoding/json accepts
 	`{"a":1,"a":2}`, `{"a":1,"\u0061":2}`, `[{"k":1,"k":1}]`, `"\ud800"`, `"\udfff"`, `"\ud800\u0041"`, "\"\xff\"",
-	"\"\xc3\"", "\"\\n\xff\"", "{\"\xff\":1}", `"\uDBFF\uDFFF"`, `"\uD800\uDC00"`, `"\ud800\ud800"`,
+	"\"\x80\"", "\"\xc3\"", "\"\\n\xff\"", "{\"\xff\":1}", `"\u00AA\u00aa\uFFFF"`, `"\uABCD\uEFab"`, `"\uDBFF\uDFFF"`, `"\uD800\uDC00"`, `"\ud800\ud800"`,
 }
 
 // jsonValue decodes as before this decoder existed (encoding/json with

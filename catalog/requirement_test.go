@@ -23,7 +23,7 @@ func TestRequirementTemplates(t *testing.T) {
 			t.Errorf("%q: %v, %q, %v", tmpl, r.Placeholders(), r.String(), err)
 		}
 	}
-	for _, bad := range []string{"x/{", "x/}", "x/}{a}", "x/{a}}", "x/{}", "x/{a b}", "x/{a/b}", "{a}{", "a}b{c}"} {
+	for _, bad := range []string{"x/{", "x/}", "x/}{a}", "x/{a}}", "x/{}", "x/{a b}", "x/{.a}", "x/{a/b}", "{a}{", "a}b{c}"} {
 		if _, err := catalog.ParseRequirement(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
@@ -48,17 +48,18 @@ func TestRequirementResolve(t *testing.T) {
 		}
 	}
 	for name, args := range map[string]map[string]any{
-		"missing":   {"a": "acme"},
-		"fraction":  {"a": json.Number("4.5"), "b": "x"},
-		"huge":      {"a": json.Number("99999999999999999999"), "b": "x"},
-		"bool":      {"a": true, "b": "x"},
-		"object":    {"a": map[string]any{}, "b": "x"},
-		"257 bytes": {"a": strings.Repeat("a", 257), "b": "x"},
-		"dot":       {"a": ".", "b": "x"},
-		"dotdot":    {"a": "x", "b": ".."},
-		"slash":     {"a": "a/b", "b": "x"},
-		"control":   {"a": "a\nb", "b": "x"},
-		"empty":     {"a": "", "b": "x"},
+		"missing":       {"a": "acme"},
+		"fraction":      {"a": json.Number("4.5"), "b": "x"},
+		"huge":          {"a": json.Number("99999999999999999999"), "b": "x"},
+		"bool":          {"a": true, "b": "x"},
+		"object":        {"a": map[string]any{}, "b": "x"},
+		"257 bytes":     {"a": strings.Repeat("a", 257), "b": "x"},
+		"dot":           {"a": ".", "b": "x"},
+		"dotdot":        {"a": "x", "b": ".."},
+		"slash":         {"a": "a/b", "b": "x"},
+		"control":       {"a": "a\nb", "b": "x"},
+		"control first": {"a": "\x00b", "b": "x"},
+		"empty":         {"a": "", "b": "x"},
 	} {
 		if got, err := r.Resolve(args); err == nil {
 			t.Errorf("%s: resolved to %q", name, got)

@@ -308,12 +308,8 @@ func (c *schemaChecker) resolve(ref any) (string, any, error) {
 }
 
 func (c *schemaChecker) checkRequired() error {
-	done := map[string]bool{}
+	// Each location is visited structurally once, so parts has no repeats.
 	for _, part := range c.parts {
-		if done[part] {
-			continue
-		}
-		done[part] = true
 		var members []*schemaNode
 		inGroup := map[string]bool{part: true}
 		for queue := []string{part}; len(queue) > 0; queue = queue[1:] {
