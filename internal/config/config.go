@@ -72,12 +72,18 @@ type Embedded struct {
 
 // Kernel are the turn kernel's limits.
 type Kernel struct {
-	StepCeiling        int      `yaml:"step_ceiling"`
-	MaxInFlightPerTurn int      `yaml:"max_in_flight_per_turn"`
-	MaxTurns           int      `yaml:"max_turns"`
-	IdleTimeout        Duration `yaml:"idle_timeout"`
-	ResolveTimeout     Duration `yaml:"resolve_timeout"`
-	CallTimeout        Duration `yaml:"call_timeout"`
+	StepCeiling        int `yaml:"step_ceiling"`
+	MaxInFlightPerTurn int `yaml:"max_in_flight_per_turn"`
+	MaxTurns           int `yaml:"max_turns"`
+	// MaxTurnsPerPrincipal bounds one principal's open turns on a node
+	// (turns of one operation included). Default 1024.
+	MaxTurnsPerPrincipal int `yaml:"max_turns_per_principal"`
+	// MaxLeasesPerTurn bounds the leases (attached callers) of one turn.
+	// Default 64.
+	MaxLeasesPerTurn int      `yaml:"max_leases_per_turn"`
+	IdleTimeout      Duration `yaml:"idle_timeout"`
+	ResolveTimeout   Duration `yaml:"resolve_timeout"`
+	CallTimeout      Duration `yaml:"call_timeout"`
 }
 
 // Audit is the audit stream's policy.
@@ -263,6 +269,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Kernel.ResolveTimeout < 0 || c.Kernel.CallTimeout < 0 || c.Kernel.IdleTimeout < 0 {
 		add("kernel timeouts must not be negative")
+	}
+	if k := c.Kernel; k.StepCeiling < 0 || k.MaxInFlightPerTurn < 0 || k.MaxTurns < 0 || k.MaxTurnsPerPrincipal < 0 || k.MaxLeasesPerTurn < 0 {
+		add("kernel limits must not be negative")
 	}
 	seen := map[[2]string]bool{}
 	for i, p := range c.Principals {

@@ -16,7 +16,8 @@ func TestSampleClusterYAMLLoadsAndBuilds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Node.ID != "node-1" || c.Audit.Durability != "acked" || time.Duration(c.Kernel.IdleTimeout) != 10*time.Minute {
+	if c.Node.ID != "node-1" || c.Audit.Durability != "acked" || time.Duration(c.Kernel.IdleTimeout) != 10*time.Minute ||
+		c.Kernel.MaxTurnsPerPrincipal != 1024 || c.Kernel.MaxLeasesPerTurn != 64 {
 		t.Fatalf("decoded %+v", c)
 	}
 	if _, err := c.AuthoritySource(); err != nil {
@@ -47,6 +48,8 @@ func TestParseRefusesMistakes(t *testing.T) {
 		"message too big": {"max_message_bytes: 1048576", "max_message_bytes: 67108865"},
 		"message small":   {"max_message_bytes: 1048576", "max_message_bytes: 65535"},
 		"negative call":   {"call_timeout: 30s", "call_timeout: -1s"},
+		"negative leases": {"max_leases_per_turn: 64", "max_leases_per_turn: -1"},
+		"negative turns":  {"max_turns_per_principal: 1024", "max_turns_per_principal: -2"},
 	}
 	for name, edit := range cases {
 		y := strings.Replace(string(base), edit[0], edit[1], 1)

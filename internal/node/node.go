@@ -159,6 +159,7 @@ func Start(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err 
 		Node: cfg.Node.ID, Providers: ps, Required: cfg.Required(), Authority: auth,
 		Sink:        observingSink{next: n.checkpoints, m: n.metrics},
 		StepCeiling: cfg.Kernel.StepCeiling, MaxInFlightPerTurn: cfg.Kernel.MaxInFlightPerTurn, MaxTurns: cfg.Kernel.MaxTurns,
+		MaxTurnsPerPrincipal: cfg.Kernel.MaxTurnsPerPrincipal, MaxLeasesPerTurn: cfg.Kernel.MaxLeasesPerTurn,
 		IdleTimeout: time.Duration(cfg.Kernel.IdleTimeout), ResolveTimeout: time.Duration(cfg.Kernel.ResolveTimeout),
 		CallTimeout: time.Duration(cfg.Kernel.CallTimeout), Logger: n.log,
 		MaxReplyBytes: n.MaxPayload() - ReplyHeadroom,
