@@ -760,3 +760,83 @@ func TestTimeKeyAgreesWithTimeParse(t *testing.T) {
 		}
 	}
 }
+
+// Claims settle against the hashes the trail has shown; what is left
+// after a claim is kept for the next one.
+func TestSuccessiveClaimsSettleAgainstTheRest(t *testing.T) {
+	key := cpKey(t)
+	data, recs := rechain(t, rcTurn("node-1", "acme", "t1"))
+	cp0 := rcCheckpoint(t, key, "node-1", 0, nil, 5, head("acme", "t1", recs[2], false))
+	cp1 := rcCheckpoint(t, key, "node-1", 1, cp0, 5, head("acme", "t1", recs[4], false))
+	trail := append(slices.Clone(data[:5]), cp0, cp1)
+	trail = append(trail, data[5:]...)
+	var rep Report
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				t.Fatalf("panic: %v", r)
+			}
+		}()
+		rep = rcVerify(t, trail, VerifyOptions{}, false)
+	}()
+	if !rep.OK() || rep.Covered != 5 {
+		t.Fatalf("%+v", rep)
+	}
+}
+
+// A broken link is attributed by a checkpoint attesting the suspect seq.
+func TestCheckpointAttributesABrokenLink(t *testing.T) {
+	key := cpKey(t)
+	data, recs := rechain(t, rcTurn("node-1", "acme", "t1"))
+	altered := []byte(strings.Replace(string(data[3]), `"resource":"notes/x"`, `"resource":"notes/y"`, 1))
+	genuine := rcCheckpoint(t, key, "node-1", 0, nil, 5, head("acme", "t1", recs[4], false))
+	trail := append(slices.Clone(data[:3]), altered, data[4], genuine)
+	rep := rcVerify(t, trail, VerifyOptions{}, true)
+	wantOne(t, "the earlier record altered", rep, "t1", 3, "seq 3 was modified or replaced: its hash is not the prev_hash of seq 4, which checkpoint 0 of node node-1 attests")
+	if rep.Violations[0].Index != 3 {
+		t.Errorf("index %d", rep.Violations[0].Index)
+	}
+	other := head("acme", "t1", recs[4], false)
+	other.Hash = recs[1].Hash
+	rep = rcVerify(t, append(slices.Clone(data[:3]), altered, data[4], rcCheckpoint(t, key, "node-1", 0, nil, 5, other)), VerifyOptions{}, true)
+	wantOne(t, "the later record forged", rep, "t1", 4, "seq 4 was forged, modified or inserted: it does not link to seq 3, and checkpoint 0 of node node-1 attests another chain")
+}
+
+// Violations found at the end are sorted by node, then turn; anchors'
+// claims are reported at the end of the trail (index -1); turns only a
+// checkpoint names are not counted as turns of the trail.
+func TestEndOfTrailViolationsSortedAndCounted(t *testing.T) {
+	key := cpKey(t)
+	var evs []*Event
+	for _, nt := range [][2]string{{"node-2", "a"}, {"node-1", "c"}, {"node-1", "b"}} {
+		evs = append(evs, rcTurn(nt[0], "acme", nt[1])[:3]...)
+	}
+	data, _ := rechain(t, evs)
+	rep := rcVerify(t, data, VerifyOptions{}, false)
+	var got []string
+	for _, v := range rep.Violations {
+		got = append(got, v.Node+"/"+v.TurnID)
+		if v.Index != -1 || v.Seq != 3 {
+			t.Errorf("%v", v)
+		}
+	}
+	if want := []string{"node-1/b", "node-1/c", "node-2/a"}; !slices.Equal(got, want) {
+		t.Fatalf("order %v, want %v", got, want)
+	}
+	_, recs := rechain(t, rcTurn("node-3", "acme", "z"))
+	anchor := rcCheckpoint(t, key, "node-3", 0, nil, 7, head("acme", "z", recs[6], true))
+	rep = rcVerify(t, data, VerifyOptions{Anchors: [][]byte{anchor}}, true)
+	if rep.Turns != 3 || len(rep.Violations) != 2 || rep.Violations[1].TurnID != "z" || rep.Violations[1].Index != -1 {
+		t.Fatalf("turns %d, violations %v", rep.Turns, rep.Violations)
+	}
+	// The anchor's turn is in the trail, rewritten: the anchor's claim
+	// settles against it at the end of the trail.
+	forged := rcTurn("node-3", "acme", "z")
+	forged[3].Call.Resource = "notes/evil"
+	fdata, _ := rechain(t, forged)
+	rep = rcVerify(t, fdata, VerifyOptions{Anchors: [][]byte{anchor}}, true)
+	if len(rep.Violations) != 2 || rep.Violations[1].TurnID != "z" || rep.Violations[1].Seq != 6 || rep.Violations[1].Index != -1 ||
+		!strings.Contains(rep.Violations[1].Reason, "checkpoint 0 of node node-3 attests seq 6 with hash") {
+		t.Fatalf("rewritten anchored turn: %v", rep.Violations)
+	}
+}
