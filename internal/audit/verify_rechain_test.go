@@ -840,3 +840,20 @@ func TestEndOfTrailViolationsSortedAndCounted(t *testing.T) {
 		t.Fatalf("rewritten anchored turn: %v", rep.Violations)
 	}
 }
+
+// Two turns holding one catalogue hash must list the same tools in every
+// field, not only in those the hash covers (alias, revision).
+func TestSharedCatalogueComparesEveryField(t *testing.T) {
+	for name, edit := range map[string]func(tl *Tool){
+		"provider":  func(tl *Tool) { tl.Provider = "evil" },
+		"name":      func(tl *Tool) { tl.Name = "evil" },
+		"namespace": func(tl *Tool) { tl.Namespace = "evil" },
+	} {
+		b := rcTurn("node-1", "acme", "b")
+		tl := rcStat
+		edit(&tl)
+		b[1].Catalog.Tools = []Tool{rcGet, tl}
+		recs, _ := rechain(t, append(rcTurn("node-1", "acme", "a"), b...))
+		wantOne(t, name, rcVerify(t, recs, VerifyOptions{}, false), "b", 1, "lists other tools than an earlier catalogue with the same catalogHash")
+	}
+}
