@@ -857,3 +857,16 @@ func TestSharedCatalogueComparesEveryField(t *testing.T) {
 		wantOne(t, name, rcVerify(t, recs, VerifyOptions{}, false), "b", 1, "lists other tools than an earlier catalogue with the same catalogHash")
 	}
 }
+
+// Hashes in reasons are shortened to 12 hex digits.
+func TestReasonsShortenHashes(t *testing.T) {
+	evs := rcTurn("node-1", "acme", "t1")
+	other := rcHash(rcGet)
+	evs[6].CatalogHash = other
+	data, _ := rechain(t, evs)
+	wantOne(t, "short hashes", rcVerify(t, data, VerifyOptions{}, false), "t1", 6,
+		fmt.Sprintf("turn.closed carries catalogHash %q, the turn resolved %q", other[:12], rcHash(rcGet, rcStat)[:12]))
+	if short("abc") != "abc" || short(other) != other[:12] {
+		t.Fatal("short")
+	}
+}
