@@ -825,7 +825,12 @@ func (k *timeKey) parse(s []byte) bool {
 		}
 	}
 	t, err := time.Parse(time.RFC3339Nano, string(s))
-	if err != nil || t.Year() < 0 || t.Year() > 9999 {
+	if err != nil {
+		return false
+	}
+	// The key holds a UTC time of years 0-9999: an offset can carry a time
+	// written as 9999-12-31 into year 10000 (or 0000-01-01 into year -1).
+	if u := t.UTC(); u.Year() < 0 || u.Year() > 9999 {
 		return false
 	}
 	k.set(t)

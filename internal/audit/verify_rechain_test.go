@@ -752,6 +752,14 @@ func TestTimeKeyAgreesWithTimeParse(t *testing.T) {
 			}
 		}
 	}
+	// An offset that carries the instant out of years 0-9999 in UTC has no
+	// key: the record is refused, not compared by a truncated key.
+	for _, s := range []string{"9999-12-31T23:00:00-05:00", "0000-01-01T01:00:00+05:00"} {
+		var k timeKey
+		if k.parse([]byte(s)) {
+			t.Errorf("%q: parsed to %s; its UTC year is outside 0-9999", s, k[:])
+		}
+	}
 	for _, s := range []string{"2026-05-06T07:08:09Z", "2026-05-06T07:08:09.5Z", "2026-05-06T07:08:09.123456789Z"} {
 		b := []byte(s)
 		var k timeKey
