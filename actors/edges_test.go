@@ -631,3 +631,49 @@ func TestLeasesPerTurnAreBounded(t *testing.T) {
 		t.Fatalf("third lease: %v, want overloaded", err)
 	}
 }
+
+// Each principal's opens and calls are rate-limited on the kernel's clock:
+// beyond the burst a request is refused rate_limited with the time until
+// it can succeed; other principals are not affected; time refills.
+func TestRatesPerPrincipal(t *testing.T) {
+	f := conformance.NewFixture(t)
+	k := start(t, f, func(o *actors.Options) {
+		o.OpenRate = actors.RateLimit{Rate: 0.5, Burst: 1}
+		o.CallRate = actors.RateLimit{Rate: 1, Burst: 2}
+	})
+	c := ctx(t)
+	o, err := k.Open(c, conformance.Ada)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = k.Open(c, conformance.Ada)
+	var re *reason.Error
+	if !errors.As(err, &re) || re.Code != reason.RateLimited || re.RetryAfter != 2*time.Second {
+		t.Fatalf("second open within the burst of 1 at 0.5/s: %v, want rate_limited, retry after 2s", err)
+	}
+	if _, err := k.Open(c, conformance.Bob); err != nil {
+		t.Fatalf("bob is not limited by ada's opens: %v", err)
+	}
+	who := conformance.Ada
+	who.TurnID, who.LeaseID = o.TurnID, o.LeaseID
+	for i := range 2 {
+		if _, err := k.Invoke(c, who, "notion_search", args("acme")); err != nil {
+			t.Fatalf("call %d within the burst: %v", i, err)
+		}
+	}
+	_, err = k.Invoke(c, who, "notion_search", args("acme"))
+	if !errors.As(err, &re) || re.Code != reason.RateLimited || re.RetryAfter != time.Second {
+		t.Fatalf("third call at 1/s, burst 2: %v, want rate_limited, retry after 1s", err)
+	}
+	if n := len(events(f, o.TurnID, audit.ToolInvoked)); n != 2 {
+		t.Fatalf("%d calls reached the turn, want 2: a rate-limited call is refused before it", n)
+	}
+	f.Clock.Advance(time.Second)
+	if _, err := k.Invoke(c, who, "notion_search", args("acme")); err != nil {
+		t.Fatalf("a call a second later: %v", err)
+	}
+	f.Clock.Advance(2 * time.Second)
+	if _, err := k.Open(c, conformance.Ada); err != nil {
+		t.Fatalf("an open two seconds later: %v", err)
+	}
+}

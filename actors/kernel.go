@@ -54,6 +54,12 @@ type Options struct {
 	// MaxLeasesPerTurn bounds the leases held on one turn; attaches beyond
 	// it are refused overloaded. Default 64.
 	MaxLeasesPerTurn int
+	// OpenRate limits each principal's opens and attaches on this node;
+	// CallRate each principal's invokes (across its turns, one-operation
+	// ones included). Beyond them requests are refused rate_limited with
+	// the time to wait. Zero: no limit.
+	OpenRate RateLimit
+	CallRate RateLimit
 	// IdleTimeout closes a turn with no operations for this long. Default 10m.
 	IdleTimeout time.Duration
 	// Linger is how long a closed turn keeps answering turn_closed before
@@ -152,7 +158,8 @@ func (o Options) Validate() error {
 	if !idPattern.MatchString(o.Node) {
 		return fmt.Errorf("actors: node id %q must match %s", o.Node, idPattern)
 	}
-	if o.StepCeiling < 0 || o.MaxInFlightPerTurn < 0 || o.MaxTurns < 0 || o.MaxLeasesPerTurn < 0 || o.MaxTurnsPerPrincipal < 0 {
+	if o.StepCeiling < 0 || o.MaxInFlightPerTurn < 0 || o.MaxTurns < 0 || o.MaxLeasesPerTurn < 0 || o.MaxTurnsPerPrincipal < 0 ||
+		o.OpenRate.Rate < 0 || o.OpenRate.Burst < 0 || o.CallRate.Rate < 0 || o.CallRate.Burst < 0 {
 		return errors.New("actors: limits must not be negative")
 	}
 	seen := map[string]bool{}
@@ -188,6 +195,8 @@ type shared struct {
 	turnProps *actor.Props
 	// registries shares identical held catalogues between turns.
 	registries *registryIntern
+	// opens and calls rate-limit each principal (nil: no limit).
+	opens, calls *limiter
 }
 
 // ReplyOverhead is what MaxReplyBytes keeps for a reply's own fields
@@ -263,6 +272,7 @@ func New(opts Options) (*Kernel, error) {
 	}
 	sh.turnProps = newTurnProps(sh)
 	sh.registries = newRegistryIntern()
+	sh.opens, sh.calls = newLimiter(opts.OpenRate), newLimiter(opts.CallRate)
 	for _, p := range opts.Providers {
 		sh.providers[p.ID()] = p
 		sh.order = append(sh.order, p.ID())
@@ -326,6 +336,9 @@ func (k *Kernel) Open(ctx context.Context, access authority.AccessContext) (Open
 		return Opened{}, err
 	}
 	access.Now = k.sh.opts.Clock()
+	if err := k.rateLimit(k.sh.opens, access, "opens"); err != nil {
+		return Opened{}, err
+	}
 	res, err := k.request(ctx, k.dir, &openTurn{access: access, attach: attach})
 	if err != nil {
 		return Opened{}, err
@@ -393,6 +406,9 @@ func (k *Kernel) UpdateNamespaces(ctx context.Context, access authority.AccessCo
 // execution's deadline is the earlier of ctx's deadline and CallTimeout;
 // when ctx's deadline passes first the call fails deadline_exceeded.
 func (k *Kernel) Invoke(ctx context.Context, access authority.AccessContext, alias string, args []byte) (CallResult, error) {
+	if err := k.rateLimit(k.sh.calls, access, "calls"); err != nil {
+		return CallResult{}, err
+	}
 	res, err := k.turnOp(ctx, access, func(a authority.AccessContext, dl time.Time) any {
 		return &invokeTool{access: a, deadline: dl, inv: turn.Invocation{Alias: alias, Arguments: args}}
 	})
@@ -408,6 +424,19 @@ func (k *Kernel) Invoke(ctx context.Context, access authority.AccessContext, ali
 		return CallResult{}, err
 	}
 	return *res.(*CallResult), nil
+}
+
+// rateLimit refuses a request beyond the principal's rate, saying when to
+// retry.
+func (k *Kernel) rateLimit(l *limiter, a authority.AccessContext, what string) error {
+	if l == nil {
+		return nil
+	}
+	if wait := l.take(principalKey(a), k.sh.opts.Clock()); wait > 0 {
+		return &reason.Error{Code: reason.RateLimited, RetryAfter: wait,
+			Message: fmt.Sprintf("%s/%s is over its rate of %s (%g/s, burst %d) on node %s; retry in %v", a.Tenant, a.Principal, what, l.lim.Rate, l.lim.Burst, k.sh.opts.Node, wait.Round(time.Millisecond))}
+	}
+	return nil
 }
 
 func checkAccess(a authority.AccessContext) error {

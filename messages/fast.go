@@ -200,10 +200,13 @@ func (a *Access) appendMsgpack(b []byte) []byte {
 }
 
 func (e *Error) appendMsgpack(b []byte) []byte {
-	b = appendMapLen(b, 1+count(e.Message != ""))
+	b = appendMapLen(b, 1+count(e.Message != "", e.RetryAfterMs != 0))
 	b = appendStr(appendStr(b, "code"), e.Code)
 	if e.Message != "" {
 		b = appendStr(appendStr(b, "message"), e.Message)
+	}
+	if e.RetryAfterMs != 0 {
+		b = binary.BigEndian.AppendUint32(append(appendStr(b, "retry_after_ms"), 0xce), e.RetryAfterMs)
 	}
 	return b
 }
@@ -620,6 +623,9 @@ func (r *reader) errorPtr() (*Error, bool) {
 		case "message":
 			bit = 1
 			e.Message, ok = r.str()
+		case "retry_after_ms":
+			bit = 2
+			e.RetryAfterMs, ok = r.uint32()
 		}
 		return bit, ok
 	})

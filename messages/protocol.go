@@ -60,6 +60,8 @@ type Access struct {
 type Error struct {
 	Code    string `msgpack:"code"`
 	Message string `msgpack:"message,omitempty"`
+	// RetryAfterMs, on rate_limited, is how long to wait before retrying.
+	RetryAfterMs uint32 `msgpack:"retry_after_ms,omitempty"`
 }
 
 // Err returns e as a *reason.Error (nil for nil).
@@ -67,7 +69,7 @@ func (e *Error) Err() error {
 	if e == nil {
 		return nil
 	}
-	return &reason.Error{Code: reason.Code(e.Code), Message: e.Message}
+	return &reason.Error{Code: reason.Code(e.Code), Message: e.Message, RetryAfter: time.Duration(e.RetryAfterMs) * time.Millisecond}
 }
 
 // ErrorOf converts err to its wire form (nil for nil).
@@ -84,7 +86,11 @@ func ErrorOf(err error) *Error {
 	if re == nil {
 		return &Error{Code: string(reason.Of(err)), Message: msg}
 	}
-	return &Error{Code: string(re.Code), Message: msg}
+	e := &Error{Code: string(re.Code), Message: msg}
+	if re.RetryAfter > 0 {
+		e.RetryAfterMs = uint32(min(max(re.RetryAfter.Milliseconds(), 1), 1<<31))
+	}
+	return e
 }
 
 // OpenRequest opens a turn, or attaches to it when Access.TurnID names an

@@ -86,3 +86,24 @@ func TestAccessRoundTripsEveryField(t *testing.T) {
 		t.Fatalf("AccessContext has %d fields; the wire Access carries 7 and the node stamps Now", n)
 	}
 }
+
+// A rate_limited refusal carries when to retry, across the wire.
+func TestRetryAfterTravels(t *testing.T) {
+	err := &reason.Error{Code: reason.RateLimited, Message: "slow down", RetryAfter: 1500 * time.Millisecond}
+	rep := &messages.InvokeReply{V: 1, Error: messages.ErrorOf(err)}
+	b, encErr := messages.Encode(rep)
+	if encErr != nil {
+		t.Fatal(encErr)
+	}
+	var back messages.InvokeReply
+	if err := messages.Decode(b, &back, messages.DefaultLimits()); err != nil {
+		t.Fatal(err)
+	}
+	var re *reason.Error
+	if got := back.Error.Err(); !errors.As(got, &re) || re.Code != reason.RateLimited || re.RetryAfter != 1500*time.Millisecond {
+		t.Fatalf("decoded %+v, want rate_limited retry after 1.5s", back.Error)
+	}
+	if e := messages.ErrorOf(reason.New(reason.Overloaded, "x")); e.RetryAfterMs != 0 {
+		t.Fatalf("an error without a wait carries retry_after_ms %d", e.RetryAfterMs)
+	}
+}

@@ -12,6 +12,7 @@ package reason
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Code is a stable, machine-readable refusal or failure reason.
@@ -65,6 +66,9 @@ const (
 	// may return (bounded by the transport's maximum message); the result
 	// was dropped and recorded as such.
 	ResultTooLarge Code = "result_too_large"
+	// RateLimited: the principal is over its rate of opens or calls on
+	// this node; retry after Error.RetryAfter.
+	RateLimited Code = "rate_limited"
 	// Internal: a SharedOS fault, not the caller's: a bug or an
 	// infrastructure failure.
 	Internal Code = "internal"
@@ -77,7 +81,7 @@ func Codes() []Code {
 		NoMatchingGrant, StepCeilingExceeded, TurnClosed, TurnNotFound,
 		ProviderUnavailable, ProviderTimeout, ProviderError, CapabilityChanged,
 		Overloaded, InvalidRequest, NodeUnavailable, AuditUnavailable,
-		DeadlineExceeded, ResultTooLarge, Internal,
+		DeadlineExceeded, ResultTooLarge, RateLimited, Internal,
 	}
 }
 
@@ -96,6 +100,9 @@ func (c Code) Known() bool {
 type Error struct {
 	Code    Code
 	Message string
+	// RetryAfter, when set (rate_limited), is how long to wait before
+	// the same request can succeed.
+	RetryAfter time.Duration
 }
 
 func (e *Error) Error() string {
@@ -149,5 +156,6 @@ var (
 	ErrAuditUnavailable    = &Error{Code: AuditUnavailable}
 	ErrDeadlineExceeded    = &Error{Code: DeadlineExceeded}
 	ErrResultTooLarge      = &Error{Code: ResultTooLarge}
+	ErrRateLimited         = &Error{Code: RateLimited}
 	ErrInternal            = &Error{Code: Internal}
 )

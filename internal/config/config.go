@@ -84,6 +84,17 @@ type Kernel struct {
 	IdleTimeout      Duration `yaml:"idle_timeout"`
 	ResolveTimeout   Duration `yaml:"resolve_timeout"`
 	CallTimeout      Duration `yaml:"call_timeout"`
+	// OpenRate and CallRate limit each principal's opens (and attaches)
+	// and calls on a node; beyond them requests are refused rate_limited
+	// with retry_after_ms. Absent or zero: no limit.
+	OpenRate Rate `yaml:"open_rate"`
+	CallRate Rate `yaml:"call_rate"`
+}
+
+// Rate is a token bucket: PerSecond on average, Burst at once.
+type Rate struct {
+	PerSecond float64 `yaml:"per_second"`
+	Burst     int     `yaml:"burst"`
 }
 
 // Audit is the audit stream's policy.
@@ -272,6 +283,14 @@ func (c *Config) Validate() error {
 	}
 	if k := c.Kernel; k.StepCeiling < 0 || k.MaxInFlightPerTurn < 0 || k.MaxTurns < 0 || k.MaxTurnsPerPrincipal < 0 || k.MaxLeasesPerTurn < 0 {
 		add("kernel limits must not be negative")
+	}
+	for _, r := range []struct {
+		name string
+		r    Rate
+	}{{"open_rate", c.Kernel.OpenRate}, {"call_rate", c.Kernel.CallRate}} {
+		if r.r.PerSecond < 0 || r.r.Burst < 0 || (r.r.PerSecond > 0) != (r.r.Burst > 0) {
+			add("kernel.%s: per_second and burst are both positive (a limit) or both 0 (none)", r.name)
+		}
 	}
 	seen := map[[2]string]bool{}
 	for i, p := range c.Principals {

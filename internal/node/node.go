@@ -160,6 +160,8 @@ func Start(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err 
 		Sink:        observingSink{next: n.checkpoints, m: n.metrics},
 		StepCeiling: cfg.Kernel.StepCeiling, MaxInFlightPerTurn: cfg.Kernel.MaxInFlightPerTurn, MaxTurns: cfg.Kernel.MaxTurns,
 		MaxTurnsPerPrincipal: cfg.Kernel.MaxTurnsPerPrincipal, MaxLeasesPerTurn: cfg.Kernel.MaxLeasesPerTurn,
+		OpenRate:    actors.RateLimit{Rate: cfg.Kernel.OpenRate.PerSecond, Burst: cfg.Kernel.OpenRate.Burst},
+		CallRate:    actors.RateLimit{Rate: cfg.Kernel.CallRate.PerSecond, Burst: cfg.Kernel.CallRate.Burst},
 		IdleTimeout: time.Duration(cfg.Kernel.IdleTimeout), ResolveTimeout: time.Duration(cfg.Kernel.ResolveTimeout),
 		CallTimeout: time.Duration(cfg.Kernel.CallTimeout), Logger: n.log,
 		MaxReplyBytes: n.MaxPayload() - ReplyHeadroom,
