@@ -16,7 +16,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
-	"github.com/sharedos/sharedos/actors"
 	"github.com/sharedos/sharedos/catalog"
 	"github.com/sharedos/sharedos/client"
 	"github.com/sharedos/sharedos/conformance"
@@ -57,6 +56,37 @@ func TestRefusedInvokeNamesItsCallAndCarriesErrorHeaders(t *testing.T) {
 	if err != nil || ok.Dispatched != nil {
 		t.Fatalf("a successful call: %+v %v (dispatched is for failures)", ok, err)
 	}
+	// The endpoint's stats data counts what was answered, by code, with
+	// the time to the reply (micro's own counters see only the hand-off).
+	stats, err := n.nc.RequestWithContext(ctx(t), "$SRV.STATS.sharedos", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st struct {
+		Endpoints []struct {
+			Name string `json:"name"`
+			Data struct {
+				Requests       int64            `json:"requests"`
+				Errors         int64            `json:"errors"`
+				ErrorsByCode   map[string]int64 `json:"errors_by_code"`
+				ProcessingTime int64            `json:"processing_time"`
+			} `json:"data"`
+		} `json:"endpoints"`
+	}
+	if err := json.Unmarshal(stats.Data, &st); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range st.Endpoints {
+		if e.Name != "invoke" {
+			continue
+		}
+		d := e.Data
+		if d.Requests != 3 || d.Errors != 2 || d.ErrorsByCode["no_matching_grant"] != 1 || d.ErrorsByCode["unknown_tool"] != 1 || d.ProcessingTime <= 0 {
+			t.Fatalf("invoke endpoint stats %+v: want 3 requests, 2 errors (no_matching_grant, unknown_tool)", d)
+		}
+		return
+	}
+	t.Fatalf("no invoke endpoint in %s", stats.Data)
 }
 
 // A request without a reply subject is dropped and counted: nobody could
@@ -100,18 +130,7 @@ func bigNode(t *testing.T, maxReply int) (*nats.Conn, *conformance.Fixture) {
 	opts := f.Options()
 	opts.Providers = append(opts.Providers, providers.NewMemory("big", tools...))
 	opts.MaxReplyBytes = maxReply
-	k, err := actors.New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	front, err := natsfront.Serve(nc, k, natsfront.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = front.Stop(context.Background())
-		_ = k.Shutdown(context.Background())
-	})
+	serve(t, nc, opts, natsfront.Options{})
 	return nc, f
 }
 
@@ -178,18 +197,7 @@ func TestCallerTimeoutIsDeadlineExceeded(t *testing.T) {
 	opts := f.Options()
 	opts.Providers = append(opts.Providers, slow)
 	opts.CallTimeout = time.Hour
-	k, err := actors.New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	front, err := natsfront.Serve(nc, k, natsfront.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = front.Stop(context.Background())
-		_ = k.Shutdown(context.Background())
-	})
+	serve(t, nc, opts, natsfront.Options{})
 	c := client.New(nc, nil)
 	turn, err := c.Open(ctx(t), messages.AccessOf(conformance.Ada))
 	if err != nil {

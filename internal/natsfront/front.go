@@ -54,7 +54,9 @@ type Front struct {
 	once sync.Once
 	// maxPayload is the largest message the bus carries.
 	maxPayload int
-	stats      *endpointStats
+	// stats are each endpoint's real figures, by endpoint name; the map
+	// is read-only once Serve has built it.
+	stats map[string]*endpointStats
 	// noReply counts requests that came without a reply subject (dropped
 	// unhandled: nobody could hear the answer, and a call nobody hears
 	// must not run).
@@ -85,21 +87,7 @@ func Serve(nc *nats.Conn, k *actors.Kernel, opts Options) (*Front, error) {
 		opts.Logger = slog.Default()
 	}
 	f := &Front{k: k, nc: nc, opts: opts, sem: make(chan struct{}, opts.MaxConcurrent), pool: workpool.New(64),
-		maxPayload: int(nc.MaxPayload()), stats: newEndpointStats()}
-	svc, err := micro.AddService(nc, micro.Config{
-		Name:        "sharedos",
-		Version:     opts.Version,
-		Description: "SharedOS turn kernel: catalogue resolved once per turn, live authority, audited calls",
-		Metadata:    map[string]string{"node": k.Node(), "prefix": opts.Prefix, "protocol": fmt.Sprint(messages.Version), "encoding": "msgpack"},
-		// Requests are handled off the subscription, so micro's own
-		// processing_time measures the hand-off; each endpoint's data
-		// carries the real figures (see endpointStats).
-		StatsHandler: func(e *micro.Endpoint) any { return f.stats.snapshot(e.Name) },
-	})
-	if err != nil {
-		return nil, fmt.Errorf("natsfront: registering service: %w", err)
-	}
-	f.svc = svc
+		maxPayload: int(nc.MaxPayload())}
 	type ep struct {
 		name, subject, queue string
 		op                   messages.Op
@@ -119,6 +107,30 @@ func Serve(nc *nats.Conn, k *actors.Kernel, opts Options) (*Front, error) {
 		{"oneop_namespaces", messages.OneOpSubject(p, messages.OpNamespaces), messages.QueueGroup, messages.OpNamespaces, f.namespaces, "TurnRequest", "NamespacesReply"},
 		{"oneop_invoke", messages.OneOpSubject(p, messages.OpInvoke), messages.QueueGroup, messages.OpInvoke, f.invoke, "InvokeRequest", "InvokeReply"},
 	}
+	// Each endpoint's figures, fixed before anything can read them.
+	f.stats = make(map[string]*endpointStats, len(eps))
+	for _, e := range eps {
+		f.stats[e.name] = &endpointStats{}
+	}
+	svc, err := micro.AddService(nc, micro.Config{
+		Name:        "sharedos",
+		Version:     opts.Version,
+		Description: "SharedOS turn kernel: catalogue resolved once per turn, live authority, audited calls",
+		Metadata:    map[string]string{"node": k.Node(), "prefix": opts.Prefix, "protocol": fmt.Sprint(messages.Version), "encoding": "msgpack"},
+		// Requests are handled off the subscription, so micro's own
+		// processing_time measures the hand-off; each endpoint's data
+		// carries the real figures (see endpointStats).
+		StatsHandler: func(e *micro.Endpoint) any {
+			if st := f.stats[e.Name]; st != nil {
+				return st.snapshot()
+			}
+			return nil
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("natsfront: registering service: %w", err)
+	}
+	f.svc = svc
 	for _, e := range eps {
 		opt := []micro.EndpointOpt{micro.WithEndpointSubject(e.subject), micro.WithEndpointMetadata(map[string]string{
 			"request": e.request, "reply": e.reply, "encoding": "msgpack", "protocol": fmt.Sprint(messages.Version),
@@ -136,8 +148,8 @@ func Serve(nc *nats.Conn, k *actors.Kernel, opts Options) (*Front, error) {
 		case messages.OpenSubject(p):
 			kind = openSubject
 		}
-		f.stats.add(e.name)
-		if err := svc.AddEndpoint(e.name, micro.HandlerFunc(func(r micro.Request) { f.dispatch(r, e.name, e.op, kind, e.handle) }), opt...); err != nil {
+		st := f.stats[e.name]
+		if err := svc.AddEndpoint(e.name, micro.HandlerFunc(func(r micro.Request) { f.dispatch(r, st, e.op, kind, e.handle) }), opt...); err != nil {
 			_ = svc.Stop()
 			return nil, fmt.Errorf("natsfront: endpoint %s: %w", e.name, err)
 		}
@@ -185,7 +197,7 @@ const (
 type subjectKey struct{}
 
 // dispatch bounds concurrency and runs the handler off the subscription.
-func (f *Front) dispatch(r micro.Request, endpoint string, op messages.Op, kind subjectKind, handle handler) {
+func (f *Front) dispatch(r micro.Request, st *endpointStats, op messages.Op, kind subjectKind, handle handler) {
 	start := time.Now()
 	if r.Reply() == "" {
 		f.noReply.Add(1)
@@ -194,7 +206,7 @@ func (f *Front) dispatch(r micro.Request, endpoint string, op messages.Op, kind 
 	select {
 	case f.sem <- struct{}{}:
 	default:
-		f.reply(r, endpoint, op, start, nil, reason.New(reason.Overloaded, "node %s has %d requests in flight", f.k.Node(), cap(f.sem)))
+		f.reply(r, st, op, start, nil, reason.New(reason.Overloaded, "node %s has %d requests in flight", f.k.Node(), cap(f.sem)))
 		return
 	}
 	data := r.Data()
@@ -203,11 +215,11 @@ func (f *Front) dispatch(r micro.Request, endpoint string, op messages.Op, kind 
 		defer f.wg.Done()
 		defer func() { <-f.sem }()
 		if max := f.opts.Limits.MaxBytes; max > 0 && len(data) > max {
-			f.reply(r, endpoint, op, start, nil, reason.New(reason.InvalidRequest, "frame of %d bytes exceeds %d", len(data), max))
+			f.reply(r, st, op, start, nil, reason.New(reason.InvalidRequest, "frame of %d bytes exceeds %d", len(data), max))
 			return
 		}
 		msg, err := handle(context.WithValue(context.Background(), subjectKey{}, kind), data)
-		f.reply(r, endpoint, op, start, msg, err)
+		f.reply(r, st, op, start, msg, err)
 	})
 }
 
@@ -216,12 +228,12 @@ func (f *Front) dispatch(r micro.Request, endpoint string, op messages.Op, kind 
 // result_too_large error reply; a reply the bus refuses is retried once in
 // its small error form. Error replies carry the micro error headers
 // (Nats-Service-Error, Nats-Service-Error-Code: the reason code).
-func (f *Front) reply(r micro.Request, endpoint string, op messages.Op, start time.Time, msg messages.Message, err error) {
+func (f *Front) reply(r micro.Request, st *endpointStats, op messages.Op, start time.Time, msg messages.Message, err error) {
 	var b []byte
 	var e *messages.Error
 	if err != nil {
 		e = messages.ErrorOf(err)
-		b = errorReply(op, err)
+		b = errorReply(op, e)
 	} else {
 		b = encode(msg)
 		if rep, ok := msg.(messages.Reply); ok {
@@ -229,14 +241,13 @@ func (f *Front) reply(r micro.Request, endpoint string, op messages.Op, start ti
 		}
 	}
 	if f.maxPayload > 0 && len(b) > f.maxPayload-replyHeadroom {
-		tooLarge := reason.New(reason.ResultTooLarge, "the %s reply is %d bytes; the bus carries at most %d", op, len(b), f.maxPayload)
-		e, b = messages.ErrorOf(tooLarge), errorReply(op, tooLarge)
 		f.opts.Logger.Warn("natsfront: reply too large for the bus; answered result_too_large", "op", op, "bytes", len(b))
+		e = messages.ErrorOf(reason.New(reason.ResultTooLarge, "the %s reply is %d bytes; the bus carries at most %d", op, len(b), f.maxPayload))
+		b = errorReply(op, e)
 	}
 	if perr := f.respond(r, b, e); perr != nil && !errors.Is(perr, nats.ErrConnectionClosed) {
-		failed := reason.New(reason.Internal, "the node could not send its %s reply: %v", op, perr)
-		e = messages.ErrorOf(failed)
-		if perr2 := f.respond(r, errorReply(op, failed), e); perr2 != nil {
+		e = messages.ErrorOf(reason.New(reason.Internal, "the node could not send its %s reply: %v", op, perr))
+		if perr2 := f.respond(r, errorReply(op, e), e); perr2 != nil {
 			f.sendFailures.Add(1)
 			f.opts.Logger.Warn("natsfront: reply failed", "op", op, "err", perr, "retry", perr2)
 		}
@@ -246,7 +257,7 @@ func (f *Front) reply(r micro.Request, endpoint string, op messages.Op, start ti
 		code = reason.Code(e.Code)
 	}
 	d := time.Since(start)
-	f.stats.observe(endpoint, code, d)
+	st.observe(code, d)
 	if f.opts.Observe != nil {
 		f.opts.Observe(op, code, d)
 	}

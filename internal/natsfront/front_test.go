@@ -35,7 +35,15 @@ func startNode(t *testing.T, opts natsfront.Options) *node {
 	t.Helper()
 	_, nc := natstest.Start(t, false)
 	f := conformance.NewFixture(t)
-	k, err := actors.New(f.Options())
+	k, front := serve(t, nc, f.Options(), opts)
+	return &node{nc: nc, k: k, front: front, f: f}
+}
+
+// serve starts a kernel with kopts and its front on nc, both stopped at
+// the test's end.
+func serve(t *testing.T, nc *nats.Conn, kopts actors.Options, opts natsfront.Options) (*actors.Kernel, *natsfront.Front) {
+	t.Helper()
+	k, err := actors.New(kopts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,12 +51,11 @@ func startNode(t *testing.T, opts natsfront.Options) *node {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := &node{nc: nc, k: k, front: front, f: f}
 	t.Cleanup(func() {
 		_ = front.Stop(context.Background())
 		_ = k.Shutdown(context.Background())
 	})
-	return n
+	return k, front
 }
 
 func ctx(t *testing.T) context.Context {

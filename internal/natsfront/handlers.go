@@ -20,9 +20,8 @@ func encode(m messages.Message) []byte {
 	return b
 }
 
-// errorReply is the reply type of op carrying err.
-func errorReply(op messages.Op, err error) []byte {
-	e := messages.ErrorOf(err)
+// errorReply is the reply type of op carrying e.
+func errorReply(op messages.Op, e *messages.Error) []byte {
 	switch op {
 	case messages.OpOpen, messages.OpAttach:
 		return encode(&messages.OpenReply{V: messages.Version, Error: e})

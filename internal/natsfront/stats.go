@@ -1,20 +1,22 @@
 package natsfront
 
 import (
+	"maps"
 	"sync"
 	"time"
 
 	"github.com/sharedos/sharedos/reason"
 )
 
-// endpointStats are each endpoint's real figures: requests answered,
+// endpointStats are one endpoint's real figures: requests answered,
 // errors by reason code and processing time from arrival to the reply
-// sent. They are served as each endpoint's data in `$SRV.STATS` (`nats
+// sent. They are served as the endpoint's data in `$SRV.STATS` (`nats
 // micro stats sharedos`), because micro's own counters stop when the
-// handler hands the request to a worker. Safe for concurrent use.
+// handler hands the request to a worker. Each endpoint has its own lock,
+// so endpoints do not contend. Safe for concurrent use.
 type endpointStats struct {
 	mu sync.Mutex
-	m  map[string]*endpointFigures
+	f  endpointFigures
 }
 
 type endpointFigures struct {
@@ -26,21 +28,10 @@ type endpointFigures struct {
 	LastError         string           `json:"last_error,omitempty"`
 }
 
-func newEndpointStats() *endpointStats { return &endpointStats{m: map[string]*endpointFigures{}} }
-
-func (s *endpointStats) add(name string) {
-	s.mu.Lock()
-	s.m[name] = &endpointFigures{}
-	s.mu.Unlock()
-}
-
-func (s *endpointStats) observe(name string, code reason.Code, d time.Duration) {
+func (s *endpointStats) observe(code reason.Code, d time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	f := s.m[name]
-	if f == nil {
-		return
-	}
+	f := &s.f
 	f.Requests++
 	f.ProcessingTime += d
 	f.AverageProcessing = f.ProcessingTime / time.Duration(f.Requests)
@@ -54,20 +45,11 @@ func (s *endpointStats) observe(name string, code reason.Code, d time.Duration) 
 	}
 }
 
-// snapshot is a copy of one endpoint's figures.
-func (s *endpointStats) snapshot(name string) any {
+// snapshot is a copy of the figures.
+func (s *endpointStats) snapshot() endpointFigures {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	f := s.m[name]
-	if f == nil {
-		return nil
-	}
-	c := *f
-	if f.ErrorsByCode != nil {
-		c.ErrorsByCode = make(map[string]int64, len(f.ErrorsByCode))
-		for k, v := range f.ErrorsByCode {
-			c.ErrorsByCode[k] = v
-		}
-	}
+	c := s.f
+	c.ErrorsByCode = maps.Clone(s.f.ErrorsByCode)
 	return c
 }
