@@ -368,38 +368,14 @@ func (w *shapeWalker) skip() error {
 			}
 			pending += n
 			continue
-		case clsBytes8:
-			hdr = 2
+		case clsBytes8, clsBytes16, clsBytes32, clsExt8, clsExt16, clsExt32:
+			var width int
+			hdr, width = lengthHeader(class[c])
 			if len(w.b)-w.i >= hdr {
-				length = uint64(w.b[w.i+1])
-			}
-		case clsBytes16:
-			hdr = 3
-			if len(w.b)-w.i >= hdr {
-				length = uint64(be16(w.b[w.i+1:]))
-			}
-		case clsBytes32:
-			hdr = 5
-			if len(w.b)-w.i >= hdr {
-				length = uint64(be32(w.b[w.i+1:]))
+				length = uintN(w.b[w.i+1:], width)
 			}
 		case clsFixExt:
 			hdr, length = 2, uint64(fixedSize[c])
-		case clsExt8:
-			hdr = 3
-			if len(w.b)-w.i >= hdr {
-				length = uint64(w.b[w.i+1])
-			}
-		case clsExt16:
-			hdr = 4
-			if len(w.b)-w.i >= hdr {
-				length = uint64(be16(w.b[w.i+1:]))
-			}
-		case clsExt32:
-			hdr = 6
-			if len(w.b)-w.i >= hdr {
-				length = uint64(be32(w.b[w.i+1:]))
-			}
 		default:
 			return w.fail("reserved byte 0x%02x", c)
 		}
@@ -409,4 +385,34 @@ func (w *shapeWalker) skip() error {
 		w.i += hdr + int(length)
 	}
 	return nil
+}
+
+// lengthHeader is, for a str, bin or ext class, the size of the value's
+// header and the width of the length in it (after the type byte; an ext
+// has its own type byte after the length).
+func lengthHeader(c uint8) (hdr, width int) {
+	switch c {
+	case clsBytes8:
+		return 2, 1
+	case clsBytes16:
+		return 3, 2
+	case clsBytes32:
+		return 5, 4
+	case clsExt8:
+		return 3, 1
+	case clsExt16:
+		return 4, 2
+	}
+	return 6, 4 // clsExt32
+}
+
+// uintN reads a big-endian length of width 1, 2 or 4 bytes.
+func uintN(b []byte, width int) uint64 {
+	switch width {
+	case 1:
+		return uint64(b[0])
+	case 2:
+		return uint64(be16(b))
+	}
+	return uint64(be32(b))
 }

@@ -232,3 +232,33 @@ func FuzzShape(f *testing.F) {
 		}
 	})
 }
+
+// Unknown keys' values are stepped over whatever their length format:
+// str, bin and ext of every width (and fixext). Each is accepted whole
+// and refused when its payload is one byte short.
+func TestShapeSkipsEveryLengthFormat(t *testing.T) {
+	payload := func(n int) []byte { return bytes.Repeat([]byte{'x'}, n) }
+	values := map[string][]byte{
+		"str8":     append([]byte{0xd9, 3}, payload(3)...),
+		"str16":    append([]byte{0xda, 0, 3}, payload(3)...),
+		"str32":    append([]byte{0xdb, 0, 0, 0, 3}, payload(3)...),
+		"bin8":     append([]byte{0xc4, 3}, payload(3)...),
+		"bin16":    append([]byte{0xc5, 0, 3}, payload(3)...),
+		"bin32":    append([]byte{0xc6, 0, 0, 0, 3}, payload(3)...),
+		"fixext4":  append([]byte{0xd6, 1}, payload(4)...),
+		"ext8":     append([]byte{0xc7, 3, 1}, payload(3)...),
+		"ext16":    append([]byte{0xc8, 0, 3, 1}, payload(3)...),
+		"ext32":    append([]byte{0xc9, 0, 0, 0, 3, 1}, payload(3)...),
+		"fixarray": {0x92, 0xd9, 1, 'x', 0xc5, 0, 1, 'y'},
+	}
+	for name, v := range values {
+		// {"v": 1, "zz": <value>}: an AckReply with an unknown key last.
+		frame := append([]byte{0x82, 0xa1, 'v', 0x01, 0xa2, 'z', 'z'}, v...)
+		if err := checkShape(frame, &AckReply{}); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+		if err := checkShape(frame[:len(frame)-1], &AckReply{}); err == nil {
+			t.Errorf("%s one byte short: accepted", name)
+		}
+	}
+}
