@@ -33,7 +33,7 @@ import (
 // stored, like any close.
 type directory struct {
 	sh     *shared
-	turns  map[string]*lease
+	turns  map[string]*entry
 	closed tombstones
 	// perPrincipal counts each principal's open turns (both kinds).
 	perPrincipal map[string]int
@@ -44,10 +44,10 @@ type directory struct {
 // idleSweeps is how many sweeps an idle turn must sit through.
 const idleSweeps = 4
 
-// lease is an open turn's entry (the turn itself holds its leases). A
-// turn's child PID id is "turns/<turn id>", so the PID leads back to the
-// entry without a map.
-type lease struct {
+// entry is what the directory knows of an open turn (the turn itself holds its
+// leases). A turn's child PID id is "turns/<turn id>", so the PID leads back
+// to the entry without a map.
+type entry struct {
 	pid       *actor.PID
 	key       string
 	principal string // tenant and principal, for MaxTurnsPerPrincipal
@@ -66,7 +66,7 @@ type lease struct {
 type closeAllWaiter struct{ sender *actor.PID }
 
 func newDirectory(sh *shared) *directory {
-	return &directory{sh: sh, turns: map[string]*lease{}, closed: newTombstones(65536), perPrincipal: map[string]int{}}
+	return &directory{sh: sh, turns: map[string]*entry{}, closed: newTombstones(65536), perPrincipal: map[string]int{}}
 }
 
 func (d *directory) Receive(ctx actor.Context) {
@@ -156,7 +156,7 @@ func (d *directory) open(ctx actor.Context, access authority.AccessContext, atta
 		return reason.New(reason.Internal, "spawning turn %s: %v", access.TurnID, err)
 	}
 	id := mintID()
-	l := &lease{pid: pid, key: key}
+	l := &entry{pid: pid, key: key}
 	d.add(access, l)
 	// First in the turn's mailbox: nobody can name the turn before this
 	// open is answered.
@@ -182,7 +182,7 @@ func (d *directory) runOneOperation(ctx actor.Context, msg *oneOperation) {
 		ctx.Respond(reason.New(reason.Internal, "spawning turn %s: %v", msg.access.TurnID, err))
 		return
 	}
-	l := &lease{pid: pid, oneOp: true}
+	l := &entry{pid: pid, oneOp: true}
 	d.add(msg.access, l)
 	ctx.Send(pid, &startTurn{access: msg.access, oneOp: true, activity: &l.activity})
 	ctx.RequestWithCustomSender(pid, msg.op, ctx.Sender())
@@ -244,7 +244,7 @@ func (d *directory) admit(access authority.AccessContext) error {
 	return nil
 }
 
-func (d *directory) add(access authority.AccessContext, l *lease) {
+func (d *directory) add(access authority.AccessContext, l *entry) {
 	l.principal = principalKey(access)
 	d.turns[access.TurnID] = l
 	d.perPrincipal[l.principal]++

@@ -37,6 +37,18 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Fatalf("gave up waiting for %s", what)
 }
 
+// openAs opens a turn for who and returns who with the turn and its lease,
+// ready for operations, and the open's answer.
+func openAs(t *testing.T, k *actors.Kernel, who authority.AccessContext) (authority.AccessContext, actors.Opened) {
+	t.Helper()
+	o, err := k.Open(ctx(t), who)
+	if err != nil {
+		t.Fatal(err)
+	}
+	who.TurnID, who.LeaseID = o.TurnID, o.LeaseID
+	return who, o
+}
+
 // Every event's time never decreases with seq, within a turn.
 func checkMonotonic(t *testing.T, evs []*audit.Event) {
 	t.Helper()
@@ -55,12 +67,7 @@ func TestDecidedAtTheInstantNotAtAdmission(t *testing.T) {
 	f := conformance.NewFixture(t)
 	k := start(t, f, nil)
 	c := ctx(t)
-	o, err := k.Open(c, conformance.Bob)
-	if err != nil {
-		t.Fatal(err)
-	}
-	who := conformance.Bob
-	who.TurnID, who.LeaseID = o.TurnID, o.LeaseID
+	who, o := openAs(t, k, conformance.Bob)
 	release := f.Notion.Gate()
 	f.Clock.Advance(59 * time.Minute)
 	done := make(chan error, 1)
@@ -90,12 +97,7 @@ func TestEventTimesNeverDecreaseWhenTheClockStepsBack(t *testing.T) {
 	f := conformance.NewFixture(t)
 	k := start(t, f, nil)
 	c := ctx(t)
-	o, err := k.Open(c, conformance.Ada)
-	if err != nil {
-		t.Fatal(err)
-	}
-	who := conformance.Ada
-	who.TurnID, who.LeaseID = o.TurnID, o.LeaseID
+	who, o := openAs(t, k, conformance.Ada)
 	if _, err := k.ListTools(c, who); err != nil {
 		t.Fatal(err)
 	}
@@ -131,12 +133,7 @@ func TestCatalogueAskedWithTheFirstNeedContext(t *testing.T) {
 	rec := &recording{}
 	k := start(t, f, func(o *actors.Options) { o.Providers = append(o.Providers, rec) })
 	c := ctx(t)
-	o, err := k.Open(c, conformance.Ada)
-	if err != nil {
-		t.Fatal(err)
-	}
-	who := conformance.Ada
-	who.TurnID, who.LeaseID = o.TurnID, o.LeaseID
+	who, _ := openAs(t, k, conformance.Ada)
 	f.Clock.Advance(5 * time.Minute)
 	if err := k.UpdateNamespaces(c, who, []string{"notes"}); err != nil {
 		t.Fatal(err)
@@ -306,12 +303,7 @@ func TestResolutionEndsWhateverTheProviderDoes(t *testing.T) {
 		o.ResolveTimeout = 50 * time.Millisecond
 	})
 	c := ctx(t)
-	o, err := k.Open(c, conformance.Ada)
-	if err != nil {
-		t.Fatal(err)
-	}
-	who := conformance.Ada
-	who.TurnID, who.LeaseID = o.TurnID, o.LeaseID
+	who, o := openAs(t, k, conformance.Ada)
 	l, err := k.ListTools(c, who)
 	if err != nil || !slices.ContainsFunc(l.Tools, func(t actors.ListedTool) bool { return t.Alias == "notion_search" }) {
 		t.Fatalf("listing past a hanging provider: %v %v", l, err)
@@ -340,17 +332,11 @@ func TestCallerDeadlineBoundsTheExecution(t *testing.T) {
 		o.Providers = append(o.Providers, slowProvider(b))
 		o.CallTimeout = time.Hour
 	})
-	c := ctx(t)
-	o, err := k.Open(c, conformance.Ada)
-	if err != nil {
-		t.Fatal(err)
-	}
-	who := conformance.Ada
-	who.TurnID, who.LeaseID = o.TurnID, o.LeaseID
+	who, o := openAs(t, k, conformance.Ada)
 	cc, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	callerDL, _ := cc.Deadline()
-	_, err = k.Invoke(cc, who, "notes_wait", []byte(`{}`))
+	_, err := k.Invoke(cc, who, "notes_wait", []byte(`{}`))
 	var ce *actors.CallError
 	if !errors.Is(err, reason.ErrDeadlineExceeded) || !errors.As(err, &ce) {
 		t.Fatalf("got %v, want deadline_exceeded", err)
@@ -374,17 +360,11 @@ func TestCallerDeadlineBoundsTheExecution(t *testing.T) {
 func TestLateCallIsNotRun(t *testing.T) {
 	f := conformance.NewFixture(t)
 	k := start(t, f, nil)
-	c := ctx(t)
-	o, err := k.Open(c, conformance.Ada)
-	if err != nil {
-		t.Fatal(err)
-	}
-	who := conformance.Ada
-	who.TurnID, who.LeaseID = o.TurnID, o.LeaseID
+	who, o := openAs(t, k, conformance.Ada)
 	release := f.Notion.Gate()
 	cc, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	_, err = k.Invoke(cc, who, "notion_search", args("acme"))
+	_, err := k.Invoke(cc, who, "notion_search", args("acme"))
 	if !errors.Is(err, reason.ErrDeadlineExceeded) {
 		t.Fatalf("got %v, want deadline_exceeded", err)
 	}
@@ -401,13 +381,8 @@ func TestRefusalNamesTheRecordedCall(t *testing.T) {
 	f := conformance.NewFixture(t)
 	k := start(t, f, nil)
 	c := ctx(t)
-	o, err := k.Open(c, conformance.Ada)
-	if err != nil {
-		t.Fatal(err)
-	}
-	who := conformance.Ada
-	who.TurnID, who.LeaseID = o.TurnID, o.LeaseID
-	_, err = k.Invoke(c, who, "notion_search", args("globex"))
+	who, o := openAs(t, k, conformance.Ada)
+	_, err := k.Invoke(c, who, "notion_search", args("globex"))
 	var ce *actors.CallError
 	if !errors.Is(err, reason.ErrNoMatchingGrant) || !errors.As(err, &ce) {
 		t.Fatalf("got %v", err)
@@ -425,7 +400,7 @@ func TestReplyBoundPagesListingsAndRefusesHugeResults(t *testing.T) {
 	var tools []providers.MemoryTool
 	for i := range 12 {
 		tools = append(tools, providers.MemoryTool{Definition: catalog.Definition{
-			Name: fmt.Sprintf("t%02d", i), Namespace: "notes", Description: string(make([]byte, 0)) + fmt.Sprintf("%0900d", i),
+			Name: fmt.Sprintf("t%02d", i), Namespace: "notes", Description: fmt.Sprintf("%0900d", i),
 			InputSchema: json.RawMessage(`{"type":"object"}`), Capability: "notes.put", Requirement: "notes/acme/items",
 		}, Handler: func(context.Context, providers.Call) (providers.Result, error) {
 			return providers.Result{Text: string(make([]byte, 8000))}, nil
@@ -437,12 +412,7 @@ func TestReplyBoundPagesListingsAndRefusesHugeResults(t *testing.T) {
 		o.MaxReplyBytes = actors.ReplyOverhead + 4000
 	})
 	c := ctx(t)
-	o, err := k.Open(c, conformance.Ada)
-	if err != nil {
-		t.Fatal(err)
-	}
-	who := conformance.Ada
-	who.TurnID, who.LeaseID = o.TurnID, o.LeaseID
+	who, o := openAs(t, k, conformance.Ada)
 	var shown []string
 	page := actors.ListPage{}
 	pages := 0
@@ -463,7 +433,7 @@ func TestReplyBoundPagesListingsAndRefusesHugeResults(t *testing.T) {
 	if len(shown) != 14 || pages < 3 { // 12 + notion_search + notes_put
 		t.Fatalf("%d tools over %d pages: %v", len(shown), pages, shown)
 	}
-	if !slices.IsSorted(shown) && len(slices.Compact(slices.Sorted(slices.Values(shown)))) != len(shown) {
+	if len(slices.Compact(slices.Sorted(slices.Values(shown)))) != len(shown) {
 		t.Fatalf("pages repeat tools: %v", shown)
 	}
 	if n := len(events(f, o.TurnID, audit.CatalogListed)); n != pages {
@@ -472,7 +442,7 @@ func TestReplyBoundPagesListingsAndRefusesHugeResults(t *testing.T) {
 	if _, err := k.ListToolsPage(c, who, actors.ListPage{After: "no_such_tool"}); !errors.Is(err, reason.ErrInvalidRequest) {
 		t.Fatalf("unknown cursor: %v", err)
 	}
-	_, err = k.Invoke(c, who, "notes_t00", []byte(`{}`))
+	_, err := k.Invoke(c, who, "notes_t00", []byte(`{}`))
 	var ce *actors.CallError
 	if !errors.Is(err, reason.ErrResultTooLarge) || !errors.As(err, &ce) || ce.Dispatch != actors.Dispatched {
 		t.Fatalf("huge result: %v", err)

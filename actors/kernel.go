@@ -412,13 +412,12 @@ func (k *Kernel) Invoke(ctx context.Context, access authority.AccessContext, ali
 	res, err := k.turnOp(ctx, access, func(a authority.AccessContext, dl time.Time) any {
 		return &invokeTool{access: a, deadline: dl, inv: turn.Invocation{Alias: alias, Arguments: args}}
 	})
-	if errors.Is(err, reason.ErrDeadlineExceeded) {
-		var ce *CallError
-		if !errors.As(err, &ce) {
-			// The turn did not answer in time: it may or may not have
-			// dispatched the call.
-			err = &CallError{Err: err.(*reason.Error), Dispatch: DispatchUnknown}
-		}
+	var ce *CallError
+	var re *reason.Error
+	if !errors.As(err, &ce) && errors.As(err, &re) && re.Code == reason.DeadlineExceeded {
+		// The turn did not answer in time: it may or may not have
+		// dispatched the call.
+		err = &CallError{Err: re, Dispatch: DispatchUnknown}
 	}
 	if err != nil {
 		return CallResult{}, err
@@ -553,15 +552,14 @@ var b32 = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(bas
 
 // mintID is 130 random bits in lower-case base32: turn and lease ids,
 // which name capabilities and are never reused.
-func mintID() string {
-	var b [17]byte
-	_, _ = rand.Read(b[:])
-	return b32.EncodeToString(b[:])[:26]
-}
+func mintID() string { return randomBase32(26) }
 
-// randomID is 100 random bits in lower-case base32.
-func randomID() string {
-	var b [13]byte
-	_, _ = rand.Read(b[:])
-	return b32.EncodeToString(b[:])[:20]
+// randomID is 100 random bits in lower-case base32 (a turn's incarnation).
+func randomID() string { return randomBase32(20) }
+
+// randomBase32 is n lower-case base32 characters (5 random bits each).
+func randomBase32(n int) string {
+	b := make([]byte, (n*5+7)/8)
+	_, _ = rand.Read(b)
+	return b32.EncodeToString(b)[:n]
 }
