@@ -48,13 +48,27 @@ func sampleConfig(t *testing.T, dataDir string) *config.Config {
 	return cfg
 }
 
-func start(t *testing.T, cfg *config.Config) *node.Node {
+func start(t *testing.T, cfg *config.Config, ps ...providers.ContextToolProvider) *node.Node {
 	t.Helper()
-	n, err := node.Start(context.Background(), cfg, node.Options{Logger: slog.New(slog.DiscardHandler)})
+	n, err := node.Start(context.Background(), cfg, node.Options{Logger: slog.New(slog.DiscardHandler), Providers: ps})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// startConnected starts a node that shuts down at the test's end, and a
+// client connection to it.
+func startConnected(t *testing.T, cfg *config.Config, ps ...providers.ContextToolProvider) (*node.Node, *nats.Conn) {
+	t.Helper()
+	n := start(t, cfg, ps...)
+	t.Cleanup(func() { _ = n.Shutdown(context.Background()) })
+	nc, err := nats.Connect(n.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return n, nc
 }
 
 func ctx(t *testing.T) context.Context {
@@ -267,16 +281,7 @@ func sizeTools() *providers.Memory {
 func TestEmbeddedMaxPayloadIsMaxMessageBytes(t *testing.T) {
 	const limit = 128 << 10
 	cfg := withMaxMessageBytes(t, sampleConfig(t, t.TempDir()), limit)
-	n, err := node.Start(context.Background(), cfg, node.Options{Logger: slog.New(slog.DiscardHandler), Providers: []providers.ContextToolProvider{sizeTools()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.Shutdown(context.Background())
-	nc, err := nats.Connect(n.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	n, nc := startConnected(t, cfg, sizeTools())
 	if nc.MaxPayload() != limit || n.Conn().MaxPayload() != limit {
 		t.Fatalf("server max payload %d (node's connection %d), configured %d", nc.MaxPayload(), n.Conn().MaxPayload(), limit)
 	}
@@ -364,16 +369,7 @@ func TestDeadlineExceededIsItsOwnMetricLabel(t *testing.T) {
 			return providers.Result{}, ctx.Err()
 		},
 	})
-	n, err := node.Start(context.Background(), sampleConfig(t, t.TempDir()), node.Options{Logger: slog.New(slog.DiscardHandler), Providers: []providers.ContextToolProvider{slow}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.Shutdown(context.Background())
-	nc, err := nats.Connect(n.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	n, nc := startConnected(t, sampleConfig(t, t.TempDir()), slow)
 	turn, err := client.New(nc, nil).Open(ctx(t), client.Access{Tenant: "acme", Principal: "ada", Namespaces: []string{"text"}})
 	if err != nil {
 		t.Fatal(err)
