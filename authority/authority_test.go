@@ -33,6 +33,42 @@ func TestPatternMatch(t *testing.T) {
 		{false, "notion/workspace/*/pages", "notion/workspace/acme/pages", true},
 		{false, "notion/workspace/*/pages", "notion/workspace//pages", false},
 		{false, "notion/workspace/acme/**", "", false},
+		// Empty segments never match: not leading, not trailing, not
+		// doubled, not under *, not under **.
+		{false, "notion/workspace/*/evil", "notion/workspace//evil", false},
+		{false, "notion/workspace/*/evil", "notion/workspace/x/evil", true},
+		{false, "notion/workspace/*", "notion/workspace/", false},
+		{false, "notion/workspace/*", "notion/workspace//", false},
+		{false, "notion/workspace", "notion/workspace/", false},
+		{false, "notion/workspace", "/notion/workspace", false},
+		{false, "*/workspace", "/workspace", false},
+		{false, "notion/**", "notion/", false},
+		{false, "notion/**", "notion//", false},
+		{false, "notion/**", "notion//a", false},
+		{false, "notion/**", "notion/a/", false},
+		{false, "notion/**", "notion/a//b", false},
+		{false, "notion/**", "notion/a/b", true},
+		{false, "notion/**", "notion/a", true},
+		{false, "**", "/", false},
+		{false, "**", "a/", false},
+		{false, "**", "/a", false},
+		{false, "**", "a", true},
+		{true, "notion.search", "notion.search.", false},
+		{true, "notion.search", "notion.search", true},
+		{true, "notion.search.*", "notion.search.", false},
+		{true, "notion.*", "notion..", false},
+		{true, "*", ".", false},
+		{true, "*", "", false},
+		{true, "*.search", ".search", false},
+		{true, "notion.**", "notion..x", false},
+		{true, "notion.**", "notion.x.", false},
+		{true, "notion.**", "notion.x.y", true},
+		{true, "notion.search", "notion/search", false},
+		{false, "notion/search", "notion.search", false},
+		{true, "a.b.c", "a.b", false},
+		{true, "a.b", "a.b.c", false},
+		{true, "a.*.c", "a.x.c", true},
+		{true, "a.*.c", "a.x.d", false},
 	}
 	for _, c := range cases {
 		parse := authority.ParseResourcePattern
@@ -46,10 +82,23 @@ func TestPatternMatch(t *testing.T) {
 		if got := p.Match(c.name); got != c.want {
 			t.Errorf("%q.Match(%q) = %v, want %v", c.pattern, c.name, got, c.want)
 		}
+		if p.String() != c.pattern {
+			t.Errorf("String() = %q, want %q", p.String(), c.pattern)
+		}
 	}
 	for _, bad := range []string{"", "a..b", "a.**.b", "a.b*", "."} {
 		if _, err := authority.ParseCapabilityPattern(bad); err == nil {
 			t.Errorf("ParseCapabilityPattern(%q) accepted", bad)
+		}
+	}
+	for _, bad := range []string{"/a", "a/", "a//b", "**/a", "a/b*", "*a", "/"} {
+		if _, err := authority.ParseResourcePattern(bad); err == nil {
+			t.Errorf("ParseResourcePattern(%q) accepted", bad)
+		}
+	}
+	for _, good := range []string{"*", "**", "a/*/b", "a/**", "*/*"} {
+		if _, err := authority.ParseResourcePattern(good); err != nil {
+			t.Errorf("ParseResourcePattern(%q): %v", good, err)
 		}
 	}
 	var zero authority.Pattern
