@@ -647,3 +647,27 @@ func TestRatesPerPrincipal(t *testing.T) {
 		t.Fatalf("an open two seconds later: %v", err)
 	}
 }
+
+// hangingSource is an authority source that ignores its context.
+type hangingSource struct{ stop chan struct{} }
+
+func (h hangingSource) Resolve(context.Context, authority.AccessContext) (authority.Authority, error) {
+	<-h.stop
+	return authority.Authority{}, nil
+}
+
+// An authority source that ignores its context cannot hold a turn in
+// resolving either: the operation is answered provider_timeout.
+func TestResolutionEndsWhateverTheAuthoritySourceDoes(t *testing.T) {
+	f := conformance.NewFixture(t)
+	h := hangingSource{stop: make(chan struct{})}
+	defer close(h.stop)
+	k := start(t, f, func(o *actors.Options) {
+		o.Authority = h
+		o.ResolveTimeout = 50 * time.Millisecond
+	})
+	who, _ := openAs(t, k, conformance.Ada)
+	if _, err := k.ListTools(ctx(t), who); !errors.Is(err, reason.ErrProviderTimeout) {
+		t.Fatalf("listing behind a hanging authority source: %v, want provider_timeout", err)
+	}
+}

@@ -32,19 +32,6 @@ const maxToolsPerProvider = providers.MaxCatalogTools
 // (its goroutine ends when it returns) and classified provider_timeout,
 // so a turn never stays resolving.
 func resolve(ctx context.Context, sh *shared, access authority.AccessContext) turn.Resolution {
-	type authAnswer struct {
-		auth authority.Authority
-		err  error
-	}
-	authCh := make(chan authAnswer, 1)
-	go func() {
-		actx, cancel := context.WithTimeout(ctx, sh.opts.ResolveTimeout)
-		defer cancel()
-		auth, err := bounded(actx, func(c context.Context) (authority.Authority, error) {
-			return sh.opts.Authority.Resolve(c, access)
-		})
-		authCh <- authAnswer{auth, err}
-	}()
 	type answer struct {
 		tools  []*catalog.Tool
 		status audit.ProviderStatus
@@ -59,16 +46,20 @@ func resolve(ctx context.Context, sh *shared, access authority.AccessContext) tu
 			answers[i] = answer{tools, st}
 		}()
 	}
+	// The authority source, while the providers answer.
+	actx, cancel := context.WithTimeout(ctx, sh.opts.ResolveTimeout)
+	auth, err := bounded(actx, func(c context.Context) (authority.Authority, error) {
+		return sh.opts.Authority.Resolve(c, access)
+	})
+	cancel()
 	wg.Wait()
-	a := <-authCh
-	if a.err != nil {
+	if err != nil {
 		code := reason.Internal
-		if errors.Is(a.err, context.DeadlineExceeded) {
+		if errors.Is(err, context.DeadlineExceeded) {
 			code = reason.ProviderTimeout
 		}
-		return turn.Resolution{Err: reason.New(code, "resolving authority: %v", a.err)}
+		return turn.Resolution{Err: reason.New(code, "resolving authority: %v", err)}
 	}
-	auth := a.auth
 
 	res := turn.Resolution{Authority: auth, Providers: make([]audit.ProviderStatus, len(answers))}
 	var all []*catalog.Tool

@@ -17,7 +17,7 @@ func TestSampleClusterYAMLLoadsAndBuilds(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.Node.ID != "node-1" || c.Audit.Durability != "acked" || time.Duration(c.Kernel.IdleTimeout) != 10*time.Minute ||
-		c.Kernel.MaxTurnsPerPrincipal != 1024 || c.Kernel.MaxLeasesPerTurn != 64 || c.Kernel.CallRate != (config.Rate{PerSecond: 500, Burst: 1000}) {
+		c.Kernel.MaxTurnsPerPrincipal != 1024 || c.Kernel.MaxLeasesPerTurn != 64 || c.Kernel.CallRate != (config.Rate{PerSecond: 5000, Burst: 10000}) {
 		t.Fatalf("decoded %+v", c)
 	}
 	if _, err := c.AuthoritySource(); err != nil {
@@ -50,8 +50,8 @@ func TestParseRefusesMistakes(t *testing.T) {
 		"negative call":   {"call_timeout: 30s", "call_timeout: -1s"},
 		"negative leases": {"max_leases_per_turn: 64", "max_leases_per_turn: -1"},
 		"negative turns":  {"max_turns_per_principal: 1024", "max_turns_per_principal: -2"},
-		"rate w/o burst":  {"call_rate: {per_second: 500, burst: 1000}", "call_rate: {per_second: 500}"},
-		"negative rate":   {"open_rate: {per_second: 50, burst: 100}", "open_rate: {per_second: -1, burst: 100}"},
+		"rate w/o burst":  {"call_rate: {per_second: 5000, burst: 10000}", "call_rate: {per_second: 5000}"},
+		"negative rate":   {"open_rate: {per_second: 500, burst: 1000}", "open_rate: {per_second: -1, burst: 1000}"},
 	}
 	for name, edit := range cases {
 		y := strings.Replace(string(base), edit[0], edit[1], 1)
