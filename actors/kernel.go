@@ -410,7 +410,7 @@ func (k *Kernel) Invoke(ctx context.Context, access authority.AccessContext, ali
 		return CallResult{}, err
 	}
 	res, err := k.turnOp(ctx, access, func(a authority.AccessContext, dl time.Time) any {
-		return &invokeTool{access: a, deadline: dl, inv: turn.Invocation{Alias: alias, Arguments: args}}
+		return &invokeTool{access: a, deadline: dl, inv: turn.Invocation{Alias: alias, Arguments: args, Transport: a.Transport}}
 	})
 	var ce *CallError
 	var re *reason.Error

@@ -190,7 +190,7 @@ func (a *turnActor) serving(ctx actor.Context) {
 		a.attach(ctx, ctx.Sender(), msg)
 	case *releaseLease:
 		a.release(ctx, ctx.Sender(), msg)
-	case *listTools, *listNamespaces, *updateNamespaces, *invokeTool:
+	case *listTools, *listNamespaces, *updateNamespaces, *invokeTool, *describeTurn:
 		if a.failed {
 			ctx.Respond(reason.New(reason.AuditUnavailable, "turn %s closed: the audit stream did not store one of its records", a.turnID))
 			return
@@ -343,7 +343,7 @@ func (a *turnActor) operate(ctx actor.Context, env envelope) {
 	}
 	switch msg := env.msg.(type) {
 	case *listTools:
-		page := turn.Page{After: msg.page.After}
+		page := turn.Page{After: msg.page.After, MaxTools: msg.page.MaxTools, Transport: msg.access.Transport}
 		if a.sh.opts.MaxReplyBytes > 0 {
 			page.MaxBytes = max(a.sh.opts.MaxReplyBytes-ReplyOverhead, 1)
 		}
@@ -368,6 +368,11 @@ func (a *turnActor) operate(ctx actor.Context, env envelope) {
 			return
 		}
 		ctx.Send(env.sender, &ns)
+		a.afterOp(ctx)
+	case *describeTurn:
+		acc := a.m.Access()
+		ctx.Send(env.sender, &TurnInfo{TurnID: a.turnID, CatalogHash: a.m.Registry().Hash(), Tenant: acc.Tenant, Principal: acc.Principal,
+			CredentialProfile: acc.CredentialProfile, Attributes: acc.Attributes, Steps: a.m.Steps(), StepCeiling: a.sh.opts.StepCeiling})
 		a.afterOp(ctx)
 	case *invokeTool:
 		a.invoke(ctx, env.sender, msg, now)
@@ -398,6 +403,8 @@ func accessOf(msg any) authority.AccessContext {
 	case *updateNamespaces:
 		return m.access
 	case *invokeTool:
+		return m.access
+	case *describeTurn:
 		return m.access
 	}
 	return authority.AccessContext{}

@@ -48,6 +48,9 @@ type ProviderStatus struct {
 type ListPage struct {
 	// After is the previous page's NextCursor ("" for the first page).
 	After string
+	// MaxTools, when positive, cuts the page after that many tools (a
+	// front's page size); the reply bound cuts it too.
+	MaxTools int
 }
 
 // Dispatch says whether a refused or failed call was sent to its provider.

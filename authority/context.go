@@ -31,6 +31,10 @@ type AccessContext struct {
 	// authority fact: not part of the authority key, never recorded and
 	// never passed to providers or authority sources.
 	LeaseID string
+	// Transport names the front the operation came through ("mcp"); it is
+	// recorded on the operation's audit events. Not an authority fact: not
+	// part of the authority key.
+	Transport string
 }
 
 // TurnAuthorityKey returns the key under which a turn's authority and

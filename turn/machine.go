@@ -91,10 +91,11 @@ type Machine struct {
 }
 
 type inFlight struct {
-	tool  *catalog.Tool
-	alias string
-	hash  string
-	start time.Time
+	tool      *catalog.Tool
+	alias     string
+	hash      string
+	start     time.Time
+	transport string
 }
 
 // New opens a turn for access at its instant and returns the turn.opened record.
@@ -255,6 +256,10 @@ func (m *Machine) List(now time.Time) ([]Listed, string, *audit.Record, error) {
 type Page struct {
 	After    string
 	MaxBytes int
+	// MaxTools, when positive, cuts the page after that many tools.
+	MaxTools int
+	// Transport is recorded on the listing (audit.Event.Transport).
+	Transport string
 }
 
 // ListedSize estimates the bytes one listed tool takes in a reply: its
@@ -298,7 +303,7 @@ func (m *Machine) ListPage(now time.Time, p Page) (listed []Listed, next, hash s
 			continue
 		}
 		n := ListedSize(alias, t)
-		if p.MaxBytes > 0 && len(listed) > 0 && size+n > p.MaxBytes {
+		if p.MaxBytes > 0 && len(listed) > 0 && size+n > p.MaxBytes || p.MaxTools > 0 && len(listed) >= p.MaxTools {
 			next = aliases[len(aliases)-1]
 			break
 		}
@@ -307,7 +312,7 @@ func (m *Machine) ListPage(now time.Time, p Page) (listed []Listed, next, hash s
 		aliases = append(aliases, alias)
 	}
 	hash = m.registry.Hash()
-	rec = m.record(now, &audit.Event{Type: audit.CatalogListed, CatalogHash: hash, Namespaces: m.ns, Listed: aliases})
+	rec = m.record(now, &audit.Event{Type: audit.CatalogListed, CatalogHash: hash, Namespaces: m.ns, Listed: aliases, Transport: p.Transport})
 	return listed, next, hash, rec, nil
 }
 
@@ -386,6 +391,8 @@ type Invocation struct {
 	// the call could be decided: it is refused deadline_exceeded, not
 	// decided, and never runs.
 	Late bool
+	// Transport is recorded on the call's events (audit.Event.Transport).
+	Transport string
 }
 
 // Decision is what Decide concluded. When Err is nil the call is allowed
@@ -422,9 +429,9 @@ func (m *Machine) Decide(now time.Time, inv Invocation) (Decision, *audit.Record
 		if m.inFlight == nil {
 			m.inFlight = map[string]*inFlight{}
 		}
-		m.inFlight[d.CallID] = &inFlight{tool: d.Tool, alias: inv.Alias, hash: m.registry.Hash(), start: now}
+		m.inFlight[d.CallID] = &inFlight{tool: d.Tool, alias: inv.Alias, hash: m.registry.Hash(), start: now, transport: inv.Transport}
 	}
-	ev := &audit.Event{Type: audit.ToolInvoked, Call: call, Namespaces: m.ns}
+	ev := &audit.Event{Type: audit.ToolInvoked, Call: call, Namespaces: m.ns, Transport: inv.Transport}
 	if !m.cfg.Switches.OmitCatalogHash {
 		ev.CatalogHash = m.registry.Hash()
 	}
@@ -503,7 +510,7 @@ func (m *Machine) Complete(now time.Time, c Completion) (*audit.Record, error) {
 	case c.IsError:
 		call.Outcome = "tool_error"
 	}
-	rec := m.record(now, &audit.Event{Type: audit.ToolCompleted, CatalogHash: f.hash, Call: call})
+	rec := m.record(now, &audit.Event{Type: audit.ToolCompleted, CatalogHash: f.hash, Call: call, Transport: f.transport})
 	m.done()
 	return rec, nil
 }

@@ -34,6 +34,10 @@ func appendEvent(b []byte, ev *Event) []byte {
 	if ev.OneOperation {
 		b = append(b, `,"one_operation":true`...)
 	}
+	if ev.Transport != "" {
+		b = append(b, `,"transport":`...)
+		b = appendString(b, ev.Transport)
+	}
 	b = append(b, `,"seq":`...)
 	b = strconv.AppendUint(b, ev.Seq, 10)
 	b = append(b, `,"prev_hash":`...)

@@ -27,7 +27,7 @@ func randomEvent(r *rand.Rand) *Event {
 	}
 	ev := &Event{
 		ID: rs(), Type: Type(rs()), Time: time.Unix(r.Int64N(4e9), r.Int64N(1e9)).UTC(), Node: rs(),
-		Tenant: rs(), Principal: rs(), CredentialProfile: rs(), TurnID: rs(), OneOperation: r.IntN(2) == 0,
+		Tenant: rs(), Principal: rs(), CredentialProfile: rs(), TurnID: rs(), OneOperation: r.IntN(2) == 0, Transport: rs(),
 		Seq: r.Uint64N(1 << 40), PrevHash: rs(), CatalogHash: rs(), Namespaces: strs(), Listed: strs(),
 	}
 	if r.IntN(2) == 0 {

@@ -41,9 +41,13 @@ type Event struct {
 	CredentialProfile string    `json:"credential_profile,omitempty"`
 	TurnID            string    `json:"turn_id"`
 	// OneOperation marks a turn of one operation (no open turn was named).
-	OneOperation bool   `json:"one_operation,omitempty"`
-	Seq          uint64 `json:"seq"`
-	PrevHash     string `json:"prev_hash"`
+	OneOperation bool `json:"one_operation,omitempty"`
+	// Transport names the front an operation came through ("mcp"), on
+	// tool.catalog.listed, tool.invoked and tool.completed; empty for
+	// in-process and NATS callers.
+	Transport string `json:"transport,omitempty"`
+	Seq       uint64 `json:"seq"`
+	PrevHash  string `json:"prev_hash"`
 	// CatalogHash: on tool.catalog.resolved (when it succeeded),
 	// tool.catalog.listed, tool.invoked, tool.completed and turn.closed
 	// (when the turn held a catalogue).
