@@ -1,0 +1,353 @@
+package mcpprovider_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/sharedos/sharedos/authority"
+	"github.com/sharedos/sharedos/internal/mcpprovider"
+	"github.com/sharedos/sharedos/reason"
+)
+
+func TestTenThousandToolsPaginatedToTheEnd(t *testing.T) {
+	raw := make([]json.RawMessage, 10000)
+	for i := range raw {
+		raw[i] = json.RawMessage(tool(fmt.Sprintf("t%05d", i), `{"type":"object"}`))
+	}
+	f := newFake(t, nil)
+	f.setRaw(raw)
+	f.pageSize = 500
+	p := start(t, setup{servers: one(f)})
+	cat, err := p.Catalog(ctxT(t), access(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cat.Definitions) != 10000 || f.lists.Load() != 20 {
+		t.Fatalf("%d tools in %d pages, want 10000 in 20", len(cat.Definitions), f.lists.Load())
+	}
+	// One more than the bound fails the listing as a whole: not a truncated catalogue.
+	f.setRaw(append(raw, json.RawMessage(tool("t10000", `{"type":"object"}`))))
+	p2 := start(t, setup{servers: one(f)})
+	_, err = p2.Catalog(ctxT(t), access(""))
+	if reason.Of(err) != reason.ProviderError || p2.Status()[0].Class != mcpprovider.ClassMalformedResponse {
+		t.Fatalf("err %v status %+v", err, p2.Status())
+	}
+}
+
+func TestPagesBoundedWhenPaginationNeverEnds(t *testing.T) {
+	raw := make([]json.RawMessage, 50)
+	for i := range raw {
+		raw[i] = json.RawMessage(tool(fmt.Sprintf("t%d", i), `{"type":"object"}`))
+	}
+	f := newFake(t, nil)
+	f.setRaw(raw)
+	f.pageSize = 1
+	p := start(t, setup{servers: one(f), cfg: mcpprovider.Config{Limits: mcpprovider.Limits{MaxPages: 10}}})
+	_, err := p.Catalog(ctxT(t), access(""))
+	if err == nil || p.Status()[0].Class != mcpprovider.ClassServerBug {
+		t.Fatalf("err %v status %+v", err, p.Status())
+	}
+	if n := f.lists.Load(); n > 12 {
+		t.Fatalf("%d pages asked for; bound 10", n)
+	}
+}
+
+// Two credential profiles see different tools; neither's cache ever
+// answers the other, and a profile not configured gets nothing.
+func TestAuthDependentListsNeverMix(t *testing.T) {
+	a := newFake(t, nil, tool("read_repo", objSchema), tool("create_issue", objSchema))
+	b := newFake(t, nil, tool("read_repo", objSchema))
+	p := start(t, setup{
+		servers: func(profile string) *fake { return map[string]*fake{"acct-a": a, "acct-b": b}[profile] },
+		cfg: mcpprovider.Config{Credentials: []mcpprovider.Credential{
+			{Profile: "acct-a", Env: "MCPTEST_A"}, {Profile: "acct-b", Env: "MCPTEST_B"}}},
+	})
+	for range 2 { // the second round is answered from each profile's own cache
+		ca, err := p.Catalog(ctxT(t), access("acct-a"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cb, err := p.Catalog(ctxT(t), access("acct-b"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(names(ca), []string{"read_repo", "create_issue"}) || !slices.Equal(names(cb), []string{"read_repo"}) {
+			t.Fatalf("a %v b %v", names(ca), names(cb))
+		}
+	}
+	if _, err := p.Catalog(ctxT(t), access("acct-c")); reason.Of(err) != reason.ProviderUnavailable {
+		t.Fatalf("an unconfigured profile: %v", err)
+	}
+}
+
+func TestCacheHonoursTTLAndCountsOneDiscoveryPerLifetime(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		versions []string
+		ttlMs    *int
+		cfgTTL   time.Duration
+		life     time.Duration
+	}{
+		{"2025-06-18 uses the configured ttl", []string{v2025}, nil, 30 * time.Second, 30 * time.Second},
+		{"2026-07-28 uses ttlMs", []string{v2026}, ptr(10000), time.Hour, 10 * time.Second},
+		{"2026-07-28 missing ttlMs is 0", []string{v2026}, nil, time.Hour, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFake(t, tc.versions, tool("search", objSchema))
+			f.ttlMs = tc.ttlMs
+			clk := newClock()
+			p := start(t, setup{servers: one(f), clock: clk, cfg: mcpprovider.Config{TTL: mcpprovider.Duration(tc.cfgTTL)}})
+			for range 100 {
+				if _, err := p.Catalog(ctxT(t), access("")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want := int64(1)
+			if tc.life == 0 {
+				want = 100
+			}
+			if got := p.Discoveries(); got != want {
+				t.Fatalf("%d discoveries for 100 turns within one lifetime, want %d", got, want)
+			}
+			if p.Status()[0].Protocol != tc.versions[0] {
+				t.Fatalf("protocol %s", p.Status()[0].Protocol)
+			}
+			if tc.life == 0 {
+				return
+			}
+			clk.Advance(tc.life) // expired cache
+			if p.Status()[0].State != mcpprovider.StateStale {
+				t.Fatalf("state %s after the ttl, want stale", p.Status()[0].State)
+			}
+			if _, err := p.Catalog(ctxT(t), access("")); err != nil || p.Discoveries() != 2 {
+				t.Fatalf("after expiry: %v, %d discoveries", err, p.Discoveries())
+			}
+		})
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func TestConcurrentTurnsShareOneDiscovery(t *testing.T) {
+	f := newFake(t, nil, tool("search", objSchema))
+	p := start(t, setup{servers: one(f)})
+	var wg sync.WaitGroup
+	for i := range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a := access("")
+			a.Principal = fmt.Sprint("p", i)
+			if _, err := p.Catalog(ctxT(t), a); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if p.Discoveries() != 1 {
+		t.Fatalf("%d discoveries for 50 concurrent turns", p.Discoveries())
+	}
+}
+
+// list_changed is a hint: the cache goes stale and one authoritative
+// re-discovery follows; the notification never edits the catalogue.
+func TestListChangedTriggersAuthoritativeRediscovery(t *testing.T) {
+	for _, v := range []string{v2025, v2026} {
+		t.Run(v, func(t *testing.T) {
+			f := newFake(t, []string{v}, tool("a", objSchema))
+			f.ttlMs = ptr(3600000)
+			p := start(t, setup{servers: one(f), cfg: mcpprovider.Config{TTL: mcpprovider.Duration(time.Hour)}})
+			if _, err := p.Catalog(ctxT(t), access("")); err != nil {
+				t.Fatal(err)
+			}
+			f.set(tool("a", objSchema), tool("b", objSchema))
+			f.notifyChanged()
+			waitFor(t, func() bool { return p.Discoveries() >= 2 })
+			cat, err := p.Catalog(ctxT(t), access(""))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(names(cat), []string{"a", "b"}) {
+				t.Fatalf("after list_changed: %v", names(cat))
+			}
+		})
+	}
+}
+
+// A session that drops (the server goes away) leaves the snapshot
+// last-known; the next use reconnects and revalidates.
+func TestDroppedSessionRevalidates(t *testing.T) {
+	f := newFake(t, nil, tool("a", objSchema))
+	f.ttlMs = ptr(3600000)
+	var mu sync.Mutex
+	var sessions []*mcp.ServerSession
+	dial := func(profile string) *fake { return f }
+	p, err := mcpprovider.New("work", mcpprovider.Config{Transport: "memory", Server: "x", TTL: mcpprovider.Duration(time.Hour)},
+		&mcpprovider.Options{Now: newClock().Now, Dial: func(ctx context.Context, profile string) (mcp.Transport, error) {
+			ct, st := mcp.NewInMemoryTransports()
+			ss, err := dial(profile).srv.Connect(context.Background(), st, nil)
+			mu.Lock()
+			sessions = append(sessions, ss)
+			mu.Unlock()
+			return ct, err
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if _, err := p.Catalog(ctxT(t), access("")); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	_ = sessions[0].Close() // the subscription/stream drops
+	mu.Unlock()
+	waitFor(t, func() bool { st := p.Status()[0]; return st.LastKnown && st.State == mcpprovider.StateStale })
+	f.set(tool("a", objSchema), tool("c", objSchema))
+	cat, err := p.Catalog(ctxT(t), access(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(names(cat), []string{"a", "c"}) || p.Discoveries() != 2 {
+		t.Fatalf("after reconnect: %v, %d discoveries", names(cat), p.Discoveries())
+	}
+}
+
+func TestUnreachableServerIsTypedFailureOthersServe(t *testing.T) {
+	good := newFake(t, nil, tool("a", objSchema))
+	pg := start(t, setup{id: "good", servers: one(good)})
+	pd := start(t, setup{id: "down", servers: func(string) *fake { return nil }})
+	if _, err := pd.Catalog(ctxT(t), access("")); err == nil {
+		t.Fatal("an unreachable server answered")
+	}
+	if st := pd.Status()[0]; st.State != mcpprovider.StateFailed {
+		t.Fatalf("status %+v", st)
+	}
+	if _, err := pg.Catalog(ctxT(t), access("")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Over streamable HTTP: credentials from env per profile, each profile's
+// server chosen by its Authorization header, 401 classified auth_expired.
+func TestHTTPCredentialsProfilesAndAuthFailure(t *testing.T) {
+	a := newFake(t, nil, tool("read_repo", objSchema), tool("create_issue", objSchema))
+	b := newFake(t, []string{v2025}, tool("read_repo", objSchema))
+	a.ttlMs = ptr(60000)
+	h := mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
+		switch r.Header.Get("Authorization") {
+		case "Bearer token-a":
+			return a.srv
+		case "Bearer token-b":
+			return b.srv
+		}
+		return nil
+	}, nil)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if auth := r.Header.Get("Authorization"); auth != "Bearer token-a" && auth != "Bearer token-b" {
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	t.Setenv("MCPTEST_A", "token-a")
+	t.Setenv("MCPTEST_B", "token-b")
+	t.Setenv("MCPTEST_BAD", "token-expired")
+	p, err := mcpprovider.New("gh", mcpprovider.Config{Transport: "http", URL: srv.URL, Credentials: []mcpprovider.Credential{
+		{Profile: "acct-a", Env: "MCPTEST_A"}, {Profile: "acct-b", Env: "MCPTEST_B"}, {Profile: "expired", Env: "MCPTEST_BAD"}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	ca, err := p.Catalog(ctxT(t), access("acct-a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cb, err := p.Catalog(ctxT(t), access("acct-b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(names(ca), []string{"read_repo", "create_issue"}) || !slices.Equal(names(cb), []string{"read_repo"}) {
+		t.Fatalf("a %v b %v", names(ca), names(cb))
+	}
+	_, err = p.Catalog(ctxT(t), access("expired"))
+	if reason.Of(err) != reason.ProviderUnavailable {
+		t.Fatalf("err %v", err)
+	}
+	for _, st := range p.Status() {
+		want := mcpprovider.StateReady
+		if st.Profile == "expired" {
+			want = mcpprovider.StateAuthRequired
+			if st.Class != mcpprovider.ClassAuthExpired {
+				t.Errorf("class %s, want auth_expired", st.Class)
+			}
+		}
+		if st.State != want {
+			t.Errorf("%s: state %s, want %s", st.Profile, st.State, want)
+		}
+		for _, s := range []string{"token-a", "token-b", "token-expired"} {
+			if b, _ := json.Marshal(st); strings.Contains(string(b), s) {
+				t.Fatalf("status carries a secret: %s", b)
+			}
+		}
+	}
+	if err != nil && strings.Contains(err.Error(), "token-expired") {
+		t.Fatal("the error carries the secret")
+	}
+}
+
+var _ = authority.AccessContext{}
+
+// An answer over the response bound is refused before the SDK decodes
+// it, over every transport, as a malformed response.
+func TestOversizedAnswerRefusedOnEveryTransport(t *testing.T) {
+	var tools []string
+	for i := range 40 {
+		tools = append(tools, tool(fmt.Sprintf("t%d", i), objSchema))
+	}
+	lim := mcpprovider.Limits{MaxResponseBytes: 2000}
+	check := func(t *testing.T, p *mcpprovider.Provider) {
+		t.Helper()
+		_, err := p.Catalog(ctxT(t), access(""))
+		if reason.Of(err) != reason.ProviderError || p.Status()[0].Class != mcpprovider.ClassMalformedResponse {
+			t.Fatalf("err %v status %+v", err, p.Status())
+		}
+	}
+	t.Run("memory", func(t *testing.T) {
+		f := newFake(t, nil, tools...)
+		check(t, start(t, setup{servers: one(f), cfg: mcpprovider.Config{Limits: lim}}))
+	})
+	for _, jsonResp := range []bool{false, true} {
+		t.Run(fmt.Sprintf("http json=%v", jsonResp), func(t *testing.T) {
+			f := newFake(t, nil, tools...)
+			srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return f.srv }, &mcp.StreamableHTTPOptions{JSONResponse: jsonResp}))
+			defer srv.Close()
+			p, err := mcpprovider.New("work", mcpprovider.Config{Transport: "http", URL: srv.URL, Limits: lim}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			check(t, p)
+			// Under the bound the same server is served, through the tee.
+			p2, err := mcpprovider.New("work", mcpprovider.Config{Transport: "http", URL: srv.URL}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p2.Close()
+			cat, err := p2.Catalog(ctxT(t), access(""))
+			if err != nil || len(cat.Definitions) != 40 {
+				t.Fatalf("%v %d", err, len(cat.Definitions))
+			}
+		})
+	}
+}

@@ -1,0 +1,719 @@
+package mcpprovider
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/sharedos/sharedos/authority"
+	"github.com/sharedos/sharedos/catalog"
+	"github.com/sharedos/sharedos/internal/providers"
+	"github.com/sharedos/sharedos/reason"
+)
+
+// Options are what the configuration does not say; nil means defaults.
+type Options struct {
+	Logger *slog.Logger
+	// Now is the clock freshness is measured on (default time.Now).
+	Now func() time.Time
+	// Memory returns the in-process servers a "memory" transport names.
+	// The provider connects to each over mcp.NewInMemoryTransports.
+	Memory func(name string) (*mcp.Server, bool)
+	// Dial, when set, replaces how a profile's transport is made (tests
+	// drive fake servers through it); the provider still tees it.
+	Dial func(ctx context.Context, profile string) (mcp.Transport, error)
+	// HTTPTransport is the base of HTTP sessions (default a clone of
+	// http.DefaultTransport).
+	HTTPTransport http.RoundTripper
+}
+
+// Provider serves one MCP server's tools as a providers.ContextToolProvider.
+// Safe for concurrent use: Catalog and Invoke may be called for many turns
+// at once; each returns by its ctx's deadline. Close stops it.
+type Provider struct {
+	id   string
+	cfg  Config
+	opts Options
+	log  *slog.Logger
+	norm *normalizer
+
+	bg     context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu       sync.Mutex
+	closed   bool
+	profiles map[string]*profile
+
+	discoveries atomic.Int64
+}
+
+// profile is everything per (server, credential profile): its session,
+// its snapshots and its discovery state. Guarded by its mu.
+type profile struct {
+	key  string
+	cred *Credential
+
+	mu        sync.Mutex
+	session   *mcp.ClientSession
+	protocol  string
+	gen       uint64 // bumped by every hint; a discovery begun before a hint lands stale
+	state     State
+	class     Class
+	lastErr   string
+	since     time.Time
+	snaps     map[string]*snapshot // by who: "" for a public/legacy answer, tenant/principal for a private one
+	lastScope string
+	flights   map[string]*flight
+	refused   []Refusal
+	connects  int
+}
+
+// snapshot is one verified listing and when it stops being fresh.
+type snapshot struct {
+	key      CacheKey
+	tools    []*Tool
+	byName   map[string]*Tool
+	refused  []Refusal
+	received time.Time
+	expires  time.Time
+	// stale: a hint arrived, or a refresh failed; never executed
+	// without a refresh.
+	stale bool
+}
+
+// CacheKey is what a snapshot is cached under: never a secret.
+type CacheKey struct {
+	Server   string
+	Profile  string
+	Protocol string
+	// Scope is the answer's cacheScope ("public", "private"; "" before
+	// 2026-07-28); a private answer is also keyed by who asked.
+	Scope string
+	Who   string
+}
+
+type flight struct {
+	done chan struct{}
+	who  string
+	snap *snapshot
+	err  error
+}
+
+// New returns the provider for server id. Nothing is dialled until the
+// first catalogue or call.
+func New(id string, cfg Config, opts *Options) (*Provider, error) {
+	if err := cfg.Validate(id); err != nil {
+		return nil, fmt.Errorf("mcp server %s: %w", id, err)
+	}
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.HTTPTransport == nil {
+		o.HTTPTransport = http.DefaultTransport.(*http.Transport).Clone()
+	}
+	cfg = cfg.withDefaults(id)
+	p := &Provider{id: id, cfg: cfg, opts: o, log: o.Logger.With("mcp_server", id), norm: newNormalizer(id, cfg), profiles: map[string]*profile{}}
+	p.bg, p.cancel = context.WithCancel(context.Background())
+	return p, nil
+}
+
+// ID is the configured server id: the provider id, the tools' namespace
+// and the prefix of their model-facing aliases.
+func (p *Provider) ID() string { return p.id }
+
+// Discoveries counts the tools/list listings taken from the server.
+func (p *Provider) Discoveries() int64 { return p.discoveries.Load() }
+
+// Close ends every session and waits for background work. Idempotent.
+func (p *Provider) Close() error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	p.closed = true
+	ps := make([]*profile, 0, len(p.profiles))
+	for _, pr := range p.profiles {
+		ps = append(ps, pr)
+	}
+	p.mu.Unlock()
+	p.cancel()
+	var errs []error
+	for _, pr := range ps {
+		pr.mu.Lock()
+		s := pr.session
+		pr.session = nil
+		pr.mu.Unlock()
+		if s != nil {
+			if err := s.Close(); err != nil && !errors.Is(err, mcp.ErrConnectionClosed) {
+				errs = append(errs, err)
+			}
+		}
+	}
+	p.wg.Wait()
+	return errors.Join(errs...)
+}
+
+// profileOf returns the state of a configured credential profile, or a
+// failure for one that is not configured (its turns get nothing, and
+// never another profile's tools).
+func (p *Provider) profileOf(access authority.AccessContext) (*profile, error) {
+	key, cred, ok := p.cfg.profileFor(access.CredentialProfile)
+	if !ok {
+		return nil, p.coded(&failure{class: ClassPermissionDenied, msg: fmt.Sprintf("no credential is configured for profile %q", key)})
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil, reason.New(reason.ProviderUnavailable, "mcp server %s: closed", p.id)
+	}
+	pr := p.profiles[key]
+	if pr == nil {
+		pr = &profile{key: key, cred: cred, state: StateUnknown, since: p.opts.Now(), snaps: map[string]*snapshot{}, flights: map[string]*flight{}}
+		p.profiles[key] = pr
+	}
+	return pr, nil
+}
+
+func whoOf(a authority.AccessContext) string { return a.Tenant + "/" + a.Principal }
+
+// coded turns a failure into the kernel's reason error.
+func (p *Provider) coded(err error) error {
+	var re *reason.Error
+	if errors.As(err, &re) {
+		return err
+	}
+	c := classify(err, 0, 0)
+	return reason.New(c.code(), "mcp server %s: %s: %v", p.id, c, trimErr(err))
+}
+
+func trimErr(err error) string {
+	s := err.Error()
+	if len(s) > 512 {
+		s = s[:512] + "…"
+	}
+	return s
+}
+
+// Catalog returns the server's tools for access's credential profile from
+// a fresh snapshot, discovering first when there is none. An error means
+// unknown, never empty: an empty list is a ready, empty catalogue.
+func (p *Provider) Catalog(ctx context.Context, access authority.AccessContext) (providers.Catalog, error) {
+	snap, err := p.current(ctx, access, false)
+	if err != nil {
+		return providers.Catalog{}, err
+	}
+	defs := make([]catalog.Definition, len(snap.tools))
+	for i, t := range snap.tools {
+		defs[i] = t.Definition
+	}
+	scope := "global"
+	if snap.key.Scope == "private" {
+		scope = "principal"
+	}
+	ttl := max(snap.expires.Sub(p.opts.Now()), 0)
+	return providers.Catalog{Definitions: defs, Freshness: providers.Freshness{TTL: ttl, Scope: scope}}, nil
+}
+
+// current returns a verified snapshot for access: the cached one when it
+// is fresh (or, with allowExpired, merely expired — never hinted or
+// failed), else a new discovery's.
+func (p *Provider) current(ctx context.Context, access authority.AccessContext, allowExpired bool) (*snapshot, error) {
+	pr, err := p.profileOf(access)
+	if err != nil {
+		return nil, err
+	}
+	who := whoOf(access)
+	for range 3 {
+		now := p.opts.Now()
+		pr.mu.Lock()
+		snap := pr.lookup(who)
+		if snap != nil && !snap.stale && (now.Before(snap.expires) || allowExpired) {
+			pr.mu.Unlock()
+			return snap, nil
+		}
+		if snap != nil && !snap.stale && pr.state == StateReady {
+			pr.state, pr.since = next(pr.state, evExpire, ClassNone, true), now
+		}
+		fkey := ""
+		if pr.lastScope == "private" {
+			fkey = who
+		}
+		f := pr.flights[fkey]
+		if f == nil {
+			f = &flight{done: make(chan struct{}), who: who}
+			pr.flights[fkey] = f
+			if !p.goBg(func() { p.discover(pr, fkey, f) }) {
+				delete(pr.flights, fkey)
+				pr.mu.Unlock()
+				return nil, reason.New(reason.ProviderUnavailable, "mcp server %s: closed", p.id)
+			}
+		}
+		pr.mu.Unlock()
+		select {
+		case <-f.done:
+		case <-ctx.Done():
+			return nil, reason.New(reason.ProviderTimeout, "mcp server %s: discovery did not finish before the deadline", p.id)
+		}
+		if f.err != nil {
+			return nil, f.err
+		}
+		if f.snap.key.Scope != "private" || f.who == who {
+			return f.snap, nil
+		}
+		// A private answer for someone else: ask again, as ourselves.
+	}
+	return nil, reason.New(reason.ProviderError, "mcp server %s: no answer for this principal", p.id)
+}
+
+// lookup finds who's snapshot: the public one, else who's private one.
+// Caller holds pr.mu.
+func (pr *profile) lookup(who string) *snapshot {
+	if s := pr.snaps[""]; s != nil && s.key.Protocol == pr.protocol {
+		return s
+	}
+	if s := pr.snaps[who]; s != nil && s.key.Protocol == pr.protocol {
+		return s
+	}
+	return nil
+}
+
+// discover runs one authoritative discovery on the provider's own context
+// (bounded by ListTimeout) so that a caller giving up does not waste it
+// for the others waiting.
+func (p *Provider) discover(pr *profile, fkey string, f *flight) {
+	ctx, cancel := context.WithTimeout(p.bg, time.Duration(p.cfg.ConnectTimeout+p.cfg.ListTimeout))
+	defer cancel()
+
+	pr.mu.Lock()
+	gen := pr.gen
+	has := len(pr.snaps) > 0
+	pr.state, pr.since = next(pr.state, evStart, ClassNone, has), p.opts.Now()
+	pr.mu.Unlock()
+
+	snap, err := p.list(ctx, pr, f.who)
+	if errors.Is(err, errStaleSession) {
+		snap, err = p.list(ctx, pr, f.who) // once more, on a new session
+	}
+
+	now := p.opts.Now()
+	pr.mu.Lock()
+	defer func() {
+		delete(pr.flights, fkey)
+		pr.mu.Unlock()
+		close(f.done)
+	}()
+	if err != nil {
+		c := classify(err, 0, 0)
+		pr.state, pr.class, pr.lastErr, pr.since = next(pr.state, evFailure, c, has), c, trimErr(err), now
+		for _, s := range pr.snaps {
+			s.stale = true // last-known: shown in status, never executed unverified
+		}
+		p.log.Warn("mcp discovery failed", "profile", pr.key, "class", string(c), "err", trimErr(err))
+		f.err = p.coded(err)
+		return
+	}
+	if pr.gen != gen {
+		snap.stale = true // a hint arrived meanwhile: this answer may predate it
+	}
+	pr.state, pr.class, pr.lastErr, pr.since = next(pr.state, evSuccess, ClassNone, true), ClassNone, "", now
+	pr.lastScope = snap.key.Scope
+	pr.refused = snap.refused
+	if snap.key.Scope == "private" {
+		delete(pr.snaps, "")
+		pr.snaps[snap.key.Who] = snap
+	} else {
+		clear(pr.snaps)
+		pr.snaps[""] = snap
+	}
+	if len(snap.refused) > 0 {
+		p.log.Warn("mcp tools refused", "profile", pr.key, "refused", len(snap.refused), "first", snap.refused[0].Name+": "+snap.refused[0].Reason)
+	}
+	f.snap = snap
+}
+
+// list connects if needed and reads the whole tools/list, every page,
+// through the SDK's iterator, hashing what the tee captured.
+func (p *Provider) list(ctx context.Context, pr *profile, who string) (*snapshot, error) {
+	pr.mu.Lock()
+	reused := pr.session != nil
+	pr.mu.Unlock()
+	cs, protocol, err := p.session(ctx, pr)
+	if err != nil {
+		return nil, err
+	}
+	x := &exchange{limit: p.cfg.Limits.MaxResponseBytes}
+	lctx := withExchange(ctx, x)
+	n := 0
+	var iterErr error
+	for _, err := range cs.Tools(lctx, nil) {
+		if err != nil {
+			iterErr = err
+			break
+		}
+		n++
+		if n > p.cfg.Limits.MaxTools {
+			iterErr = &failure{class: ClassMalformedResponse, msg: fmt.Sprintf("tools/list has more than %d tools", p.cfg.Limits.MaxTools)}
+			break
+		}
+		if x.pageCount() > p.cfg.Limits.MaxPages {
+			iterErr = &failure{class: ClassServerBug, msg: fmt.Sprintf("tools/list has more than %d pages; pagination does not end", p.cfg.Limits.MaxPages)}
+			break
+		}
+	}
+	status, tooLarge := x.observed()
+	if iterErr != nil {
+		var f *failure
+		if !errors.As(iterErr, &f) {
+			iterErr = &failure{class: classify(iterErr, status, tooLarge), msg: "tools/list: " + trimErr(iterErr)}
+		}
+		if classify(iterErr, status, tooLarge) == ClassNetworkUnreachable {
+			p.dropSession(pr, cs)
+			if reused && ctx.Err() == nil {
+				return nil, errStaleSession
+			}
+		}
+		return nil, iterErr
+	}
+	p.discoveries.Add(1)
+	pages := x.takePages()
+	if len(pages) > p.cfg.Limits.MaxPages {
+		return nil, &failure{class: ClassServerBug, msg: fmt.Sprintf("tools/list has more than %d pages", p.cfg.Limits.MaxPages)}
+	}
+	at := p.opts.Now()
+	l, err := p.norm.build(pages, protocol, at)
+	if err != nil {
+		return nil, &failure{class: ClassMalformedResponse, msg: err.Error()}
+	}
+	key := CacheKey{Server: p.id, Profile: pr.key, Protocol: protocol, Scope: l.scope}
+	if l.scope == "private" {
+		key.Who = who
+	}
+	s := &snapshot{key: key, tools: l.tools, refused: l.refused, received: at, expires: at.Add(l.ttl), byName: make(map[string]*Tool, len(l.tools))}
+	for _, t := range l.tools {
+		s.byName[t.Name] = t
+	}
+	return s, nil
+}
+
+// errStaleSession: a session that had served before failed at the
+// transport (it ended unnoticed); the discovery is retried once on a new one.
+var errStaleSession = errors.New("mcpprovider: the session ended")
+
+// session returns the profile's live session, connecting one if needed.
+func (p *Provider) session(ctx context.Context, pr *profile) (*mcp.ClientSession, string, error) {
+	pr.mu.Lock()
+	if pr.session != nil {
+		cs, v := pr.session, pr.protocol
+		pr.mu.Unlock()
+		return cs, v, nil
+	}
+	pr.mu.Unlock()
+	cs, err := p.connect(ctx, pr)
+	if err != nil {
+		return nil, "", err
+	}
+	res := cs.InitializeResult()
+	if res == nil || res.Capabilities == nil || res.Capabilities.Tools == nil {
+		_ = cs.Close()
+		return nil, "", &failure{class: ClassUnsupported, msg: "the server does not offer tools"}
+	}
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	if pr.session != nil { // lost a race with another connect: keep the first
+		_ = cs.Close()
+		return pr.session, pr.protocol, nil
+	}
+	pr.session, pr.protocol = cs, res.ProtocolVersion
+	pr.connects++
+	if pr.connects > 1 {
+		pr.gen++ // a reconnect: what we knew is revalidated
+		for _, s := range pr.snaps {
+			s.stale = true
+		}
+	}
+	if !p.goBg(func() { _ = cs.Wait(); p.dropSession(pr, cs) }) {
+		pr.session = nil
+		_ = cs.Close()
+		return nil, "", reason.New(reason.ProviderUnavailable, "mcp server %s: closed", p.id)
+	}
+	return cs, res.ProtocolVersion, nil
+}
+
+// dropSession forgets a session that ended and marks what it served
+// stale: a notification may have been missed, so the next use
+// revalidates.
+func (p *Provider) dropSession(pr *profile, cs *mcp.ClientSession) {
+	pr.mu.Lock()
+	if pr.session != cs {
+		pr.mu.Unlock()
+		return
+	}
+	pr.session = nil
+	pr.mu.Unlock()
+	_ = cs.Close()
+	p.hint(pr, "session ended")
+}
+
+// hint marks the profile's snapshots stale (list_changed, a dropped
+// stream): the catalogue is never edited from a notification; the next
+// use, or the refresh started here, re-discovers authoritatively.
+func (p *Provider) hint(pr *profile, why string) {
+	pr.mu.Lock()
+	pr.gen++
+	for _, s := range pr.snaps {
+		s.stale = true
+	}
+	pr.state, pr.since = next(pr.state, evHint, ClassNone, len(pr.snaps) > 0), p.opts.Now()
+	public := pr.lastScope != "private" && pr.snaps[""] != nil && pr.session != nil
+	pr.mu.Unlock()
+	p.log.Info("mcp tools may have changed", "profile", pr.key, "why", why)
+	if public && why == "list_changed" {
+		// Refresh the shared answer now, in the background.
+		p.goBg(func() {
+			ctx, cancel := context.WithTimeout(p.bg, time.Duration(p.cfg.ListTimeout))
+			defer cancel()
+			_, _ = p.current(ctx, authority.AccessContext{CredentialProfile: pr.credProfile()}, false)
+		})
+	}
+}
+
+// goBg runs f on a goroutine Close waits for; false (f not run) once
+// the provider is closed.
+func (p *Provider) goBg(f func()) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return false
+	}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		f()
+	}()
+	return true
+}
+
+// credProfile is the AccessContext.CredentialProfile that selects pr.
+func (pr *profile) credProfile() string { return pr.key }
+
+// connect opens a session for the profile over its transport, teed.
+func (p *Provider) connect(ctx context.Context, pr *profile) (*mcp.ClientSession, error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(p.cfg.ConnectTimeout))
+	defer cancel()
+	x := &exchange{limit: p.cfg.Limits.MaxResponseBytes}
+	ctx = withExchange(ctx, x)
+	t, err := p.transport(ctx, pr)
+	if err != nil {
+		return nil, err
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: "sharedos-mcp-provider", Version: "1"}, &mcp.ClientOptions{
+		Logger:       slog.New(slog.DiscardHandler),
+		Capabilities: &mcp.ClientCapabilities{},
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+			p.hint(pr, "list_changed")
+		},
+	})
+	var so *mcp.ClientSessionOptions
+	if p.cfg.ProtocolVersion != "" {
+		so = &mcp.ClientSessionOptions{ProtocolVersion: p.cfg.ProtocolVersion}
+	}
+	cs, err := client.Connect(ctx, t, so)
+	if err != nil {
+		status, tooLarge := x.observed()
+		return nil, &failure{class: classify(err, status, tooLarge), msg: "connecting: " + trimErr(err)}
+	}
+	return cs, nil
+}
+
+// transport builds the profile's transport. A credential is read here,
+// put only on this profile's requests or child process, and never
+// logged or returned in an error.
+func (p *Provider) transport(ctx context.Context, pr *profile) (mcp.Transport, error) {
+	limit := p.cfg.Limits.MaxResponseBytes
+	onClose := func(error) {}
+	if p.opts.Dial != nil {
+		t, err := p.opts.Dial(ctx, pr.key)
+		if err != nil {
+			return nil, err
+		}
+		return &teeTransport{inner: t, limit: limit, onClose: onClose}, nil
+	}
+	switch p.cfg.Transport {
+	case "memory":
+		var s *mcp.Server
+		if p.opts.Memory != nil {
+			s, _ = p.opts.Memory(p.cfg.Server)
+		}
+		if s == nil {
+			return nil, &failure{class: ClassNetworkUnreachable, msg: fmt.Sprintf("no in-process MCP server %q", p.cfg.Server)}
+		}
+		ct, st := mcp.NewInMemoryTransports()
+		ss, err := s.Connect(p.bg, st, nil)
+		if err != nil {
+			return nil, &failure{class: ClassNetworkUnreachable, msg: "starting the in-process server: " + trimErr(err)}
+		}
+		if !p.goBg(func() { _ = ss.Wait() }) {
+			_ = ss.Close()
+			return nil, reason.New(reason.ProviderUnavailable, "mcp server %s: closed", p.id)
+		}
+		return &teeTransport{inner: ct, limit: limit, onClose: onClose}, nil
+	case "stdio":
+		cmd := exec.Command(p.cfg.Command, p.cfg.Args...)
+		cmd.Dir = p.cfg.Dir
+		cmd.Env = childEnv(p.cfg.Env)
+		if pr.cred != nil {
+			s, err := pr.cred.secret()
+			if err != nil {
+				return nil, &failure{class: ClassAuthExpired, msg: err.Error()}
+			}
+			cmd.Env = append(cmd.Env, pr.cred.EnvVar+"="+s)
+		}
+		return &teeTransport{inner: &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}, limit: limit, onClose: onClose}, nil
+	default: // http
+		h, err := p.cfg.headers(pr.cred)
+		if err != nil {
+			return nil, &failure{class: ClassAuthExpired, msg: err.Error()}
+		}
+		rt := &teeRoundTripper{base: p.opts.HTTPTransport, headers: h, limit: limit,
+			onStreamEnd: func() { p.hint(pr, "stream ended") }}
+		return &mcp.StreamableClientTransport{Endpoint: p.cfg.URL, HTTPClient: &http.Client{Transport: rt},
+			MaxRetries: 2, MaxEventSize: limit}, nil
+	}
+}
+
+// childEnv is a stdio server's whole environment: what a toolchain needs
+// to start (PATH, HOME, temp and Go's caches) and what the config sets —
+// never this process's other variables, which may hold other servers'
+// credentials.
+func childEnv(set map[string]string) []string {
+	var env []string
+	for _, k := range []string{"PATH", "HOME", "TMPDIR", "LANG", "GOPATH", "GOCACHE", "GOMODCACHE", "GOPROXY", "GOFLAGS", "GOTOOLCHAIN"} {
+		if v, ok := os.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	keys := make([]string, 0, len(set))
+	for k := range set {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		env = append(env, k+"="+set[k])
+	}
+	return env
+}
+
+// Invoke runs a tool against the contract the turn pinned. The snapshot
+// it checks must be verified: a stale or failed one is refreshed first,
+// and so is an expired one unless the tool is annotated read-only (a tool
+// that may write or destroy is never run on an expired contract). A tool
+// whose current contract differs from the pinned one, or that is gone,
+// is refused capability_changed and never called.
+func (p *Provider) Invoke(ctx context.Context, call providers.Call) (providers.Result, error) {
+	snap, err := p.current(ctx, call.Access, true)
+	if err != nil {
+		return providers.Result{}, err
+	}
+	t := snap.byName[call.Tool.Name]
+	if t != nil && !t.ReadOnly && !p.opts.Now().Before(snap.expires) {
+		if snap, err = p.current(ctx, call.Access, false); err != nil {
+			return providers.Result{}, err
+		}
+		t = snap.byName[call.Tool.Name]
+	}
+	if err := pinned(p.id, t, call); err != nil {
+		return providers.Result{}, err
+	}
+	return p.call(ctx, call.Access, t, call.Arguments)
+}
+
+// pinned checks the turn's pinned contract against the current one.
+func pinned(server string, t *Tool, call providers.Call) error {
+	switch {
+	case t == nil:
+		return reason.New(reason.CapabilityChanged, "mcp server %s: tool %s is no longer offered", server, call.Tool.Name)
+	case call.Revision != "" && call.Revision != t.Revision,
+		call.Token != "" && call.Token != t.SourceRevision:
+		return reason.New(reason.CapabilityChanged, "mcp server %s: tool %s changed since the turn pinned it", server, call.Tool.Name)
+	}
+	return nil
+}
+
+// call sends tools/call for a verified tool and maps its result.
+func (p *Provider) call(ctx context.Context, access authority.AccessContext, t *Tool, args json.RawMessage) (providers.Result, error) {
+	pr, err := p.profileOf(access)
+	if err != nil {
+		return providers.Result{}, err
+	}
+	cs, _, err := p.session(ctx, pr)
+	if err != nil {
+		return providers.Result{}, p.coded(err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(p.cfg.CallTimeout))
+	defer cancel()
+	x := &exchange{limit: p.cfg.Limits.MaxResponseBytes}
+	if len(args) == 0 {
+		args = json.RawMessage("{}")
+	}
+	res, err := cs.CallTool(withExchange(ctx, x), &mcp.CallToolParams{Name: t.Name, Arguments: args})
+	if err != nil {
+		status, tooLarge := x.observed()
+		c := classify(err, status, tooLarge)
+		if c == ClassNetworkUnreachable {
+			p.dropSession(pr, cs)
+		}
+		return providers.Result{}, reason.New(c.code(), "mcp server %s: tools/call %s: %s: %s", p.id, t.Name, c, trimErr(err))
+	}
+	return resultOf(res)
+}
+
+func resultOf(res *mcp.CallToolResult) (providers.Result, error) {
+	var b strings.Builder
+	for i, c := range res.Content {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		switch c := c.(type) {
+		case *mcp.TextContent:
+			b.WriteString(c.Text)
+		case *mcp.ImageContent:
+			fmt.Fprintf(&b, "[image %s, %d bytes]", c.MIMEType, len(c.Data))
+		case *mcp.AudioContent:
+			fmt.Fprintf(&b, "[audio %s, %d bytes]", c.MIMEType, len(c.Data))
+		case *mcp.ResourceLink:
+			fmt.Fprintf(&b, "[resource %s]", c.URI)
+		default:
+			b.WriteString("[content]")
+		}
+	}
+	out := providers.Result{Text: b.String(), IsError: res.IsError}
+	if res.StructuredContent != nil {
+		s, err := json.Marshal(res.StructuredContent)
+		if err != nil {
+			return providers.Result{}, reason.New(reason.ProviderError, "structured content: %v", err)
+		}
+		out.Structured = s
+	}
+	return out, nil
+}

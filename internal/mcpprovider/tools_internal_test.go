@@ -1,0 +1,125 @@
+package mcpprovider
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+)
+
+func page(tools ...string) json.RawMessage {
+	b := []byte(`{"tools":[`)
+	for i, t := range tools {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, t...)
+	}
+	return append(b, "]}"...)
+}
+
+func sourceRevision(t *testing.T, raw string) string {
+	t.Helper()
+	c := Config{Transport: "memory", Server: "x"}.withDefaults("s")
+	l, err := newNormalizer("s", c).build([]json.RawMessage{page(raw)}, "2025-06-18", time.Unix(0, 0))
+	if err != nil || len(l.tools) != 1 {
+		t.Fatalf("%v %+v", err, l)
+	}
+	return l.tools[0].SourceRevision
+}
+
+// The source revision is the RFC 8785 hash of what the server sent:
+// formatting and key order do not change it; meaning does, including
+// what the SDK's decoded Tool cannot tell apart (absent vs false).
+func TestSourceRevisionHashesTheWireCanonically(t *testing.T) {
+	base := sourceRevision(t, `{"name":"a","inputSchema":{"type":"object","properties":{"x":{"type":"integer"}}},"annotations":{"readOnlyHint":true}}`)
+	same := sourceRevision(t, `{ "annotations" : {"readOnlyHint":true},
+		"inputSchema":{"properties":{"x":{"type":"integer"}},"type":"object"}, "name":"a" }`)
+	if base != same {
+		t.Fatal("a reformatted, key-reordered tool changed its hash")
+	}
+	absent := sourceRevision(t, `{"name":"a","inputSchema":{"type":"object"}}`)
+	falseHint := sourceRevision(t, `{"name":"a","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":false}}`)
+	if absent == falseHint {
+		t.Fatal("readOnlyHint absent and false hashed alike")
+	}
+	for _, changed := range []string{
+		`{"name":"a","inputSchema":{"type":"object","properties":{"x":{"type":"number"}}},"annotations":{"readOnlyHint":true}}`,
+		`{"name":"a","description":"now deletes","inputSchema":{"type":"object","properties":{"x":{"type":"integer"}}},"annotations":{"readOnlyHint":true}}`,
+		`{"name":"a","title":"A","inputSchema":{"type":"object","properties":{"x":{"type":"integer"}}},"annotations":{"readOnlyHint":true}}`,
+	} {
+		if sourceRevision(t, changed) == base {
+			t.Fatalf("a change of meaning kept the hash: %s", changed)
+		}
+	}
+}
+
+func TestAnnotationsAreAdvisoryDefaults(t *testing.T) {
+	c := Config{Transport: "memory", Server: "x"}.withDefaults("s")
+	l, err := newNormalizer("s", c).build([]json.RawMessage{page(
+		`{"name":"plain","inputSchema":{"type":"object"}}`,
+		`{"name":"ro","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true,"destructiveHint":true}}`,
+		`{"name":"safe_write","inputSchema":{"type":"object"},"annotations":{"destructiveHint":false}}`,
+	)}, "2025-06-18", time.Unix(0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string][2]bool{}
+	for _, tl := range l.tools {
+		got[tl.Name] = [2]bool{tl.ReadOnly, tl.Destructive}
+	}
+	want := map[string][2]bool{"plain": {false, true}, "ro": {true, false}, "safe_write": {false, false}}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s: readOnly,destructive = %v, want %v", k, got[k], v)
+		}
+	}
+}
+
+func TestTTLAndScopeFromPages(t *testing.T) {
+	c := Config{Transport: "memory", Server: "x", TTL: Duration(time.Hour)}.withDefaults("s")
+	n := newNormalizer("s", c)
+	p1 := json.RawMessage(`{"tools":[],"nextCursor":"1","ttlMs":5000,"cacheScope":"public"}`)
+	p2 := json.RawMessage(`{"tools":[],"ttlMs":2000,"cacheScope":"private"}`)
+	l, err := n.build([]json.RawMessage{p1, p2}, "2026-07-28", time.Unix(0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.ttl != 2*time.Second || l.scope != "private" {
+		t.Fatalf("ttl %v scope %q: the snapshot lives as long as its shortest page, private if any page is", l.ttl, l.scope)
+	}
+	l, _ = n.build([]json.RawMessage{json.RawMessage(`{"tools":[]}`)}, "2026-07-28", time.Unix(0, 0))
+	if l.ttl != 0 || l.scope != "public" {
+		t.Fatalf("missing ttlMs: ttl %v scope %q, want 0 and public", l.ttl, l.scope)
+	}
+	l, _ = n.build([]json.RawMessage{json.RawMessage(`{"tools":[],"ttlMs":5}`)}, "2025-06-18", time.Unix(0, 0))
+	if l.ttl != time.Hour || l.scope != "" {
+		t.Fatalf("older revision: ttl %v scope %q, want the configured TTL", l.ttl, l.scope)
+	}
+}
+
+func TestStateMachine(t *testing.T) {
+	for _, tc := range []struct {
+		from State
+		ev   event
+		c    Class
+		has  bool
+		want State
+	}{
+		{StateUnknown, evStart, "", false, StateLoading},
+		{StateLoading, evSuccess, "", true, StateReady},
+		{StateReady, evExpire, "", true, StateStale},
+		{StateReady, evHint, "", true, StateStale},
+		{StateStale, evStart, "", true, StateRefreshing},
+		{StateRefreshing, evFailure, ClassAuthExpired, true, StateAuthRequired},
+		{StateLoading, evFailure, ClassPermissionDenied, false, StateAuthRequired},
+		{StateLoading, evFailure, ClassProtocolMismatch, false, StateIncompatible},
+		{StateLoading, evFailure, ClassUnsupported, false, StateIncompatible},
+		{StateRefreshing, evFailure, ClassNetworkUnreachable, true, StateFailed},
+		{StateFailed, evHint, "", true, StateFailed},
+		{StateAuthRequired, evStart, "", true, StateRefreshing},
+	} {
+		if got := next(tc.from, tc.ev, tc.c, tc.has); got != tc.want {
+			t.Errorf("%s --%d/%s--> %s, want %s", tc.from, tc.ev, tc.c, got, tc.want)
+		}
+	}
+}
