@@ -19,10 +19,16 @@ import (
 	"github.com/sharedos/sharedos/catalog"
 	"github.com/sharedos/sharedos/internal/audit"
 	"github.com/sharedos/sharedos/internal/providers"
+	"github.com/sharedos/sharedos/internal/ratelimit"
 	"github.com/sharedos/sharedos/internal/workpool"
 	"github.com/sharedos/sharedos/reason"
 	"github.com/sharedos/sharedos/turn"
 )
+
+// RateLimit is a token bucket kept per principal (tenant and principal):
+// Rate requests a second on average, up to Burst at once. The zero value
+// is no limit.
+type RateLimit = ratelimit.Limit
 
 // Options configure a Kernel. Zero values take the defaults named.
 type Options struct {
@@ -196,7 +202,7 @@ type shared struct {
 	// registries shares identical held catalogues between turns.
 	registries *registryIntern
 	// opens and calls rate-limit each principal (nil: no limit).
-	opens, calls *limiter
+	opens, calls *ratelimit.Limiter
 }
 
 // ReplyOverhead is what MaxReplyBytes keeps for a reply's own fields
@@ -272,7 +278,7 @@ func New(opts Options) (*Kernel, error) {
 	}
 	sh.turnProps = newTurnProps(sh)
 	sh.registries = newRegistryIntern()
-	sh.opens, sh.calls = newLimiter(opts.OpenRate), newLimiter(opts.CallRate)
+	sh.opens, sh.calls = ratelimit.New(opts.OpenRate), ratelimit.New(opts.CallRate)
 	for _, p := range opts.Providers {
 		sh.providers[p.ID()] = p
 		sh.order = append(sh.order, p.ID())
@@ -427,13 +433,13 @@ func (k *Kernel) Invoke(ctx context.Context, access authority.AccessContext, ali
 
 // rateLimit refuses a request beyond the principal's rate, saying when to
 // retry.
-func (k *Kernel) rateLimit(l *limiter, a authority.AccessContext, what string) error {
+func (k *Kernel) rateLimit(l *ratelimit.Limiter, a authority.AccessContext, what string) error {
 	if l == nil {
 		return nil
 	}
-	if wait := l.take(principalKey(a), k.sh.opts.Clock()); wait > 0 {
+	if wait := l.Take(principalKey(a), k.sh.opts.Clock()); wait > 0 {
 		return &reason.Error{Code: reason.RateLimited, RetryAfter: wait,
-			Message: fmt.Sprintf("%s/%s is over its rate of %s (%g/s, burst %d) on node %s; retry in %v", a.Tenant, a.Principal, what, l.lim.Rate, l.lim.Burst, k.sh.opts.Node, wait.Round(time.Millisecond))}
+			Message: fmt.Sprintf("%s/%s is over its rate of %s (%g/s, burst %d) on node %s; retry in %v", a.Tenant, a.Principal, what, l.Limit().Rate, l.Limit().Burst, k.sh.opts.Node, wait.Round(time.Millisecond))}
 	}
 	return nil
 }

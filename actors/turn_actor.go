@@ -50,9 +50,10 @@ type turnActor struct {
 	// calls are the executions in flight, by call id: who waits for each,
 	// and how to stop it.
 	calls map[string]*pendingCall
-	// leases are the leases held on this turn (a named turn): every
+	// leases are the leases held on this turn (a named turn), each with
+	// the bus identity that took it (AccessContext.Caller): every
 	// operation must name one; the turn closes when the last is released.
-	leases map[string]struct{}
+	leases map[string]string
 	// closedReceipt is turn.closed's receipt, once recorded: a close that
 	// reaches a finished turn is answered when that record is stored.
 	closedReceipt audit.Receipt
@@ -111,7 +112,7 @@ func (a *turnActor) starting(ctx actor.Context) {
 	case *startTurn:
 		a.turnID, a.oneOp, a.activity = msg.access.TurnID, msg.oneOp, msg.activity
 		if msg.lease != "" {
-			a.leases = map[string]struct{}{msg.lease: {}}
+			a.leases = map[string]string{msg.lease: msg.access.Caller}
 		}
 		msg.access.LeaseID = "" // the turn's context holds no capability
 		m, rec := turn.New(turn.Config{
@@ -273,7 +274,7 @@ func (a *turnActor) attach(ctx actor.Context, sender *actor.PID, msg *attachLeas
 		ctx.Send(sender, err)
 		return
 	}
-	a.leases[id] = struct{}{}
+	a.leases[id] = msg.access.Caller
 	a.answer(ctx, sender, &Opened{TurnID: a.turnID, LeaseID: id, Attached: true}, a.emit(rec))
 }
 
@@ -281,7 +282,7 @@ func (a *turnActor) attach(ctx actor.Context, sender *actor.PID, msg *attachLeas
 // closes the turn (answered once turn.closed is stored). Releasing a
 // lease the turn does not hold (again, or never) is harmless.
 func (a *turnActor) release(ctx actor.Context, sender *actor.PID, msg *releaseLease) {
-	if _, held := a.leases[msg.leaseID]; !held || msg.leaseID == "" {
+	if !a.holds(msg.leaseID, msg.access.Caller) {
 		if a.m.Closed() {
 			a.beginClose(ctx, sender, "released") // joins the close under way
 			return
@@ -296,6 +297,13 @@ func (a *turnActor) release(ctx actor.Context, sender *actor.PID, msg *releaseLe
 		return
 	}
 	a.beginClose(ctx, sender, "released")
+}
+
+// holds reports whether the turn holds lease for caller: a lease taken by
+// one bus identity is no lease for another.
+func (a *turnActor) holds(lease, caller string) bool {
+	taker, held := a.leases[lease]
+	return held && lease != "" && taker == caller
 }
 
 // now stamps an instant from the kernel's clock. (The machine never
@@ -313,7 +321,7 @@ func (a *turnActor) operate(ctx actor.Context, env envelope) {
 		ctx.Send(env.sender, err)
 		return
 	}
-	if _, held := a.leases[access.LeaseID]; !a.oneOp && (!held || access.LeaseID == "") && !a.sh.opts.Switches.NoLeaseCheck {
+	if !a.oneOp && !a.holds(access.LeaseID, access.Caller) && !a.sh.opts.Switches.NoLeaseCheck {
 		// Without its lease nobody may operate on a turn, even with its
 		// id and authority; saying more would reveal the turn exists.
 		ctx.Send(env.sender, reason.New(reason.TurnNotFound, "no turn %s for this lease", access.TurnID))

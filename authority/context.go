@@ -31,6 +31,12 @@ type AccessContext struct {
 	// authority fact: not part of the authority key, never recorded and
 	// never passed to providers or authority sources.
 	LeaseID string
+	// Caller is the bus identity that sent the operation, as the bus
+	// established it (docs/security.md); "" when the front does not
+	// authenticate (in-process use, tests). A lease is bound to the
+	// caller that took it: an operation from another caller is refused as
+	// if the lease did not exist. Not part of the authority key.
+	Caller string
 	// Transport names the front the operation came through ("mcp"); it is
 	// recorded on the operation's audit events. Not an authority fact: not
 	// part of the authority key.

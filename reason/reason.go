@@ -69,6 +69,9 @@ const (
 	// RateLimited: the principal is over its rate of opens or calls on
 	// this node; retry after Error.RetryAfter.
 	RateLimited Code = "rate_limited"
+	// TenantForbidden: the caller's bus identity is not bound to the
+	// tenant (or principal) the request acts for (docs/security.md).
+	TenantForbidden Code = "tenant_forbidden"
 	// Internal: a SharedOS fault, not the caller's: a bug or an
 	// infrastructure failure.
 	Internal Code = "internal"
@@ -81,7 +84,7 @@ func Codes() []Code {
 		NoMatchingGrant, StepCeilingExceeded, TurnClosed, TurnNotFound,
 		ProviderUnavailable, ProviderTimeout, ProviderError, CapabilityChanged,
 		Overloaded, InvalidRequest, NodeUnavailable, AuditUnavailable,
-		DeadlineExceeded, ResultTooLarge, RateLimited, Internal,
+		DeadlineExceeded, ResultTooLarge, RateLimited, TenantForbidden, Internal,
 	}
 }
 
@@ -157,5 +160,6 @@ var (
 	ErrDeadlineExceeded    = &Error{Code: DeadlineExceeded}
 	ErrResultTooLarge      = &Error{Code: ResultTooLarge}
 	ErrRateLimited         = &Error{Code: RateLimited}
+	ErrTenantForbidden     = &Error{Code: TenantForbidden}
 	ErrInternal            = &Error{Code: Internal}
 )

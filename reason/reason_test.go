@@ -19,8 +19,8 @@ func TestErrorsIsMatchesByCode(t *testing.T) {
 		reason.Overloaded: reason.ErrOverloaded, reason.InvalidRequest: reason.ErrInvalidRequest,
 		reason.NodeUnavailable: reason.ErrNodeUnavailable, reason.AuditUnavailable: reason.ErrAuditUnavailable,
 		reason.DeadlineExceeded: reason.ErrDeadlineExceeded, reason.ResultTooLarge: reason.ErrResultTooLarge,
-		reason.RateLimited: reason.ErrRateLimited,
-		reason.Internal:    reason.ErrInternal,
+		reason.RateLimited: reason.ErrRateLimited, reason.TenantForbidden: reason.ErrTenantForbidden,
+		reason.Internal: reason.ErrInternal,
 	}
 	if len(sentinels) != len(reason.Codes()) {
 		t.Fatalf("%d sentinels for %d codes", len(sentinels), len(reason.Codes()))

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/sharedos/sharedos/internal/config"
+	"github.com/sharedos/sharedos/internal/identity"
 )
 
 // configFlag is --config: a path, and whether it was given. The default
@@ -52,6 +53,10 @@ type conn struct {
 	url, prefix, stream string
 	urlFrom             string // where url came from, for error messages
 	resolved            bool
+	// creds is the identity's credentials file; as is the identity
+	// whose seed the node generated is used when creds is not given.
+	creds, as string
+	dataDir   string // from the config, for the generated seeds
 }
 
 func (c *conn) flags(f *flag.FlagSet, withStream bool) {
@@ -62,6 +67,12 @@ func (c *conn) flags(f *flag.FlagSet, withStream bool) {
 	if withStream {
 		f.StringVar(&c.stream, "stream", "", "audit stream (default: from the config, else SHAREDOS_AUDIT)")
 	}
+	c.as = config.DefaultRuntimeIdentity
+	if withStream {
+		c.as = config.DefaultAuditIdentity
+	}
+	f.StringVar(&c.creds, "creds", "", "credentials file: a user nkey seed (.nk) or a .creds file (default: $SHAREDOS_CREDS, else the seed the node generated for --as in its data directory)")
+	f.StringVar(&c.as, "as", c.as, "identity whose generated seed to use when --creds is not given")
 }
 
 // resolve fills url, prefix and stream: flag, then NATS_URL (the URL
@@ -92,6 +103,7 @@ func (c *conn) resolve() error {
 			if c.stream == "" {
 				c.stream = cfg.Audit.Stream
 			}
+			c.dataDir = cfg.Node.DataDir
 		}
 	}
 	if c.url == "" {
@@ -113,9 +125,41 @@ func (c *conn) dial() (*nats.Conn, error) {
 			return nil, err
 		}
 	}
-	nc, err := nats.Connect(c.url, nats.Name("sharedos-cli"))
+	opts := []nats.Option{nats.Name("sharedos-cli")}
+	auth, err := c.auth()
+	if err != nil {
+		return nil, err
+	}
+	nc, err := nats.Connect(c.url, append(opts, auth...)...)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to %s (from %s; is `node serve` running?): %w", c.url, c.urlFrom, err)
 	}
 	return nc, nil
+}
+
+// auth are the options to authenticate with: --creds, else
+// $SHAREDOS_CREDS, else the seed the node generated for --as in its data
+// directory (the config's, else ./data), if it is there; else none (a bus
+// without authentication).
+func (c *conn) auth() ([]nats.Option, error) {
+	file, from := c.creds, "--creds"
+	if file == "" {
+		file, from = os.Getenv("SHAREDOS_CREDS"), "$SHAREDOS_CREDS"
+	}
+	if file == "" {
+		dir := c.dataDir
+		if dir == "" {
+			dir = "./data"
+		}
+		file = identity.SeedFile(identity.DefaultDir(dir), c.as)
+		if _, err := os.Stat(file); err != nil {
+			return nil, nil
+		}
+		from = "the node's generated seed for " + c.as
+	}
+	opts, err := identity.CredentialOptions(file)
+	if err != nil {
+		return nil, fmt.Errorf("credentials (%s): %w", from, err)
+	}
+	return opts, nil
 }

@@ -12,8 +12,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/sharedos/sharedos/client"
 	"github.com/sharedos/sharedos/internal/config"
 	"github.com/sharedos/sharedos/internal/node"
@@ -127,7 +125,7 @@ func TestReadmeCommands(t *testing.T) {
 
 	// A turn opened elsewhere is joined with --attach (a lease of its own);
 	// --turn names only saved turns.
-	nc, err := nats.Connect(n.ClientURL())
+	nc, err := n.Connect("runtime")
 	if err != nil {
 		t.Fatal(err)
 	}

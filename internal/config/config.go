@@ -6,14 +6,19 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
+	"net/url"
 	"os"
 	"regexp"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/goccy/go-yaml"
 
 	"github.com/sharedos/sharedos/authority"
 	"github.com/sharedos/sharedos/catalog"
+	"github.com/sharedos/sharedos/internal/identity"
 	"github.com/sharedos/sharedos/internal/providers"
 )
 
@@ -25,6 +30,29 @@ type Config struct {
 	Audit      Audit       `yaml:"audit"`
 	Principals []Principal `yaml:"principals"`
 	Providers  []Provider  `yaml:"providers"`
+	// Identities are who may connect to the bus, and as what
+	// (docs/security.md). Absent: a runtime "runtime" bound to every tenant
+	// in principals and an audit reader "auditor" of every tenant. The node
+	// identity "node" and one identity "provider-<id>" per nats provider
+	// are always added unless listed.
+	Identities []Identity `yaml:"identities"`
+}
+
+// Identity is one party on the bus (see internal/identity).
+type Identity struct {
+	Name string `yaml:"name"`
+	// Role: runtime, audit, provider or node.
+	Role string `yaml:"role"`
+	// Tenants a runtime acts for or an audit reader reads; "*" for all.
+	Tenants []string `yaml:"tenants"`
+	// Principals ("tenant/principal") narrow a runtime to these principals.
+	Principals []string `yaml:"principals"`
+	// Provider is a provider identity's provider id.
+	Provider string `yaml:"provider"`
+	// OpenRate and CallRate limit a runtime identity's opens and calls on
+	// a node, across all principals it acts for (beyond: rate_limited).
+	OpenRate Rate `yaml:"open_rate"`
+	CallRate Rate `yaml:"call_rate"`
 }
 
 // Node is this node's identity and local endpoints.
@@ -48,6 +76,14 @@ type NATS struct {
 	Prefix string `yaml:"prefix"`
 	// Embedded configures the embedded server (used when URLs is empty).
 	Embedded Embedded `yaml:"embedded"`
+	// Credentials is the node's credentials file for an external cluster:
+	// a user nkey seed (.nk) or a decentralized-auth .creds file (JWT and
+	// seed). Required when a URL is not on loopback. The embedded server
+	// generates every identity's seed into <data_dir>/creds instead.
+	Credentials string `yaml:"credentials"`
+	// Account is the nodes' NATS account, default "SHAREDOS": runtimes'
+	// accounts import the turn subjects from it.
+	Account string `yaml:"account"`
 	// MaxMessageBytes is the largest NATS message: the embedded server's
 	// max_payload, the bound on a request frame, and what a reply must fit
 	// in. Default 1 MiB; between MinMessageBytes and MaxMessageBytes. With
@@ -224,6 +260,9 @@ func (c *Config) defaults() {
 	if c.NATS.MaxMessageBytes == 0 {
 		c.NATS.MaxMessageBytes = 1 << 20
 	}
+	if c.NATS.Account == "" {
+		c.NATS.Account = identity.NodeAccount
+	}
 	if c.Kernel.ResolveTimeout == 0 {
 		c.Kernel.ResolveTimeout = Duration(5 * time.Second)
 	}
@@ -274,6 +313,27 @@ func (c *Config) Validate() error {
 	}
 	if _, err := c.Audit.SyncInterval(); err != nil {
 		add("%v", err)
+	}
+	if _, err := c.IdentitySet(); err != nil {
+		add("identities: %v", err)
+	}
+	for i, id := range c.Identities {
+		for _, r := range []Rate{id.OpenRate, id.CallRate} {
+			if r.PerSecond < 0 || r.Burst < 0 || (r.PerSecond > 0) != (r.Burst > 0) {
+				add("identities[%d] (%s): a rate's per_second and burst are both positive (a limit) or both 0 (none)", i, id.Name)
+			}
+		}
+		if id.Role != string(identity.Runtime) && (id.OpenRate != Rate{} || id.CallRate != Rate{}) {
+			add("identities[%d] (%s): rates limit runtime identities only", i, id.Name)
+		}
+	}
+	if len(c.NATS.URLs) > 0 && c.NATS.Credentials == "" {
+		for _, u := range c.NATS.URLs {
+			if !loopbackURL(u) {
+				add("nats.urls: %s is not on this machine and nats.credentials is empty: a node connects to a shared bus only as an authenticated identity (docs/security.md)", u)
+				break
+			}
+		}
 	}
 	if m := c.NATS.MaxMessageBytes; m < MinMessageBytes || m > MaxMessageBytes {
 		add("nats.max_message_bytes %d must be between %d (64 KiB) and %d (64 MiB, the most NATS allows)", m, MinMessageBytes, MaxMessageBytes)
@@ -336,6 +396,95 @@ func (c *Config) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// loopbackURL reports whether a NATS URL names a loopback host.
+func loopbackURL(raw string) bool {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return false
+	}
+	h := u.Hostname()
+	if strings.EqualFold(h, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
+}
+
+// EffectiveIdentities are the configured identities with the implicit
+// ones added: the node ("node"), a provider identity "provider-<id>" for
+// each nats provider no listed identity serves, and — when none is
+// listed — a runtime "runtime" and an audit reader "auditor" bound to the
+// tenants of principals.
+func (c *Config) EffectiveIdentities() []identity.Identity {
+	var out []identity.Identity
+	hasRole := map[identity.Role]bool{}
+	served := map[string]bool{}
+	names := map[string]bool{}
+	for _, id := range c.Identities {
+		out = append(out, identity.Identity{Name: id.Name, Role: identity.Role(id.Role), Tenants: id.Tenants, Principals: id.Principals, Provider: id.Provider})
+		hasRole[identity.Role(id.Role)] = true
+		names[id.Name] = true
+		if id.Role == string(identity.Provider) {
+			served[id.Provider] = true
+		}
+	}
+	add := func(id identity.Identity) {
+		if !names[id.Name] {
+			out = append(out, id)
+			names[id.Name] = true
+		}
+	}
+	if !hasRole[identity.Node] {
+		add(identity.Identity{Name: DefaultNodeIdentity, Role: identity.Node})
+	}
+	for _, p := range c.Providers {
+		if p.Kind == "nats" && !served[p.ID] {
+			add(identity.Identity{Name: "provider-" + p.ID, Role: identity.Provider, Provider: p.ID})
+		}
+	}
+	if len(c.Identities) == 0 {
+		var tenants []string
+		for _, p := range c.Principals {
+			if !slices.Contains(tenants, p.Tenant) {
+				tenants = append(tenants, p.Tenant)
+			}
+		}
+		if len(tenants) > 0 {
+			add(identity.Identity{Name: DefaultRuntimeIdentity, Role: identity.Runtime, Tenants: tenants})
+			// The operator's reader: the whole stream, checkpoints included
+			// (node audit tail/export/verify).
+			add(identity.Identity{Name: DefaultAuditIdentity, Role: identity.Audit, Tenants: []string{identity.AllTenants}})
+		}
+	}
+	return out
+}
+
+// The names of the identities a config has without listing them.
+const (
+	DefaultNodeIdentity    = "node"
+	DefaultRuntimeIdentity = "runtime"
+	DefaultAuditIdentity   = "auditor"
+)
+
+// IdentitySet validates and indexes EffectiveIdentities.
+func (c *Config) IdentitySet() (*identity.Set, error) {
+	return identity.NewSet(c.EffectiveIdentities())
+}
+
+// IdentityRates are the runtime identities' rate limits, by name.
+func (c *Config) IdentityRates() (open, call map[string]Rate) {
+	open, call = map[string]Rate{}, map[string]Rate{}
+	for _, id := range c.Identities {
+		if id.OpenRate != (Rate{}) {
+			open[id.Name] = id.OpenRate
+		}
+		if id.CallRate != (Rate{}) {
+			call[id.Name] = id.CallRate
+		}
+	}
+	return open, call
 }
 
 // SyncInterval is audit.sync as a duration; 0 means "always".

@@ -24,6 +24,8 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/sharedos/sharedos/actors"
+	"github.com/sharedos/sharedos/internal/identity"
+	"github.com/sharedos/sharedos/internal/ratelimit"
 	"github.com/sharedos/sharedos/internal/workpool"
 	"github.com/sharedos/sharedos/messages"
 	"github.com/sharedos/sharedos/reason"
@@ -40,6 +42,21 @@ type Options struct {
 	// Observe, if set, is called after each request with its op, outcome
 	// code ("" for success) and latency (metrics).
 	Observe func(op messages.Op, code reason.Code, d time.Duration)
+
+	// Identities, if set, makes the front serve only authenticated
+	// callers: a request's caller is the runtime identity whose account
+	// the bus names in Nats-Request-Info; it may act only for the tenants
+	// (and principals) it is bound to, else tenant_forbidden; its leases
+	// are its own. nil: access is taken as sent (in-process use, tests).
+	Identities *identity.Set
+	// TrustUnstamped, with Identities, serves a request without
+	// Nats-Request-Info as the node's own (it was published inside the
+	// nodes' account, where only nodes may publish turn subjects). Set
+	// it only when the bus's permissions guarantee that.
+	TrustUnstamped bool
+	// OpenRates and CallRates limit each runtime identity's opens and
+	// calls on this node, by identity name (beyond: rate_limited).
+	OpenRates, CallRates map[string]ratelimit.Limit
 }
 
 // Front is a running NATS front.
@@ -64,6 +81,11 @@ type Front struct {
 	// sendFailures counts replies the bus refused even in their small
 	// error form.
 	sendFailures atomic.Int64
+	// forbidden counts requests refused tenant_forbidden.
+	forbidden atomic.Int64
+	// opens and calls are the runtime identities' rate limiters, by name;
+	// read-only once Serve built them.
+	opens, calls map[string]*ratelimit.Limiter
 }
 
 // Serve registers the kernel's endpoints on nc and starts serving.
@@ -87,7 +109,7 @@ func Serve(nc *nats.Conn, k *actors.Kernel, opts Options) (*Front, error) {
 		opts.Logger = slog.Default()
 	}
 	f := &Front{k: k, nc: nc, opts: opts, sem: make(chan struct{}, opts.MaxConcurrent), pool: workpool.New(64),
-		maxPayload: int(nc.MaxPayload())}
+		maxPayload: int(nc.MaxPayload()), opens: limiters(opts.OpenRates), calls: limiters(opts.CallRates)}
 	type ep struct {
 		name, subject, queue string
 		op                   messages.Op
@@ -210,6 +232,7 @@ func (f *Front) dispatch(r micro.Request, st *endpointStats, op messages.Op, kin
 		return
 	}
 	data := r.Data()
+	c := f.callerOf(r)
 	f.wg.Add(1)
 	f.pool.Go(func() {
 		defer f.wg.Done()
@@ -218,7 +241,9 @@ func (f *Front) dispatch(r micro.Request, st *endpointStats, op messages.Op, kin
 			f.reply(r, st, op, start, nil, reason.New(reason.InvalidRequest, "frame of %d bytes exceeds %d", len(data), max))
 			return
 		}
-		msg, err := handle(context.WithValue(context.Background(), subjectKey{}, kind), data)
+		ctx := context.WithValue(context.Background(), subjectKey{}, kind)
+		ctx = context.WithValue(ctx, callerKey{}, c)
+		msg, err := handle(ctx, data)
 		f.reply(r, st, op, start, msg, err)
 	})
 }
@@ -245,13 +270,8 @@ func (f *Front) reply(r micro.Request, st *endpointStats, op messages.Op, start 
 		e = messages.ErrorOf(reason.New(reason.ResultTooLarge, "the %s reply is %d bytes; the bus carries at most %d", op, len(b), f.maxPayload))
 		b = errorReply(op, e)
 	}
-	if perr := f.respond(r, b, e); perr != nil && !errors.Is(perr, nats.ErrConnectionClosed) {
-		e = messages.ErrorOf(reason.New(reason.Internal, "the node could not send its %s reply: %v", op, perr))
-		if perr2 := f.respond(r, errorReply(op, e), e); perr2 != nil {
-			f.sendFailures.Add(1)
-			f.opts.Logger.Warn("natsfront: reply failed", "op", op, "err", perr, "retry", perr2)
-		}
-	}
+	// Counted before the reply is sent: a caller that has its answer finds
+	// it in the endpoint's stats.
 	code := reason.Code("")
 	if e != nil {
 		code = reason.Code(e.Code)
@@ -260,6 +280,13 @@ func (f *Front) reply(r micro.Request, st *endpointStats, op messages.Op, start 
 	st.observe(code, d)
 	if f.opts.Observe != nil {
 		f.opts.Observe(op, code, d)
+	}
+	if perr := f.respond(r, b, e); perr != nil && !errors.Is(perr, nats.ErrConnectionClosed) {
+		e = messages.ErrorOf(reason.New(reason.Internal, "the node could not send its %s reply: %v", op, perr))
+		if perr2 := f.respond(r, errorReply(op, e), e); perr2 != nil {
+			f.sendFailures.Add(1)
+			f.opts.Logger.Warn("natsfront: reply failed", "op", op, "err", perr, "retry", perr2)
+		}
 	}
 }
 

@@ -3,7 +3,6 @@ package natsfront
 import (
 	"context"
 	"errors"
-	"time"
 
 	"github.com/sharedos/sharedos/actors"
 	"github.com/sharedos/sharedos/authority"
@@ -40,10 +39,6 @@ func isOneOp(ctx context.Context) bool { return ctx.Value(subjectKey{}) == oneOp
 
 func (f *Front) isOpen(ctx context.Context) bool { return ctx.Value(subjectKey{}) == openSubject }
 
-// wireContext is the access context of a request. Its instant is left zero:
-// the kernel stamps every operation with its own clock.
-func wireContext(a messages.Access) authority.AccessContext { return a.Context(time.Time{}) }
-
 // admit decodes a turn request, checks that its subject and its turn agree,
 // and bounds the work by the caller's timeout.
 func (f *Front) admit(ctx context.Context, data []byte, req messages.Request) (context.Context, context.CancelFunc, authority.AccessContext, error) {
@@ -53,8 +48,12 @@ func (f *Front) admit(ctx context.Context, data []byte, req messages.Request) (c
 	if err := turnAccess(ctx, req.RequestAccess()); err != nil {
 		return nil, nil, authority.AccessContext{}, err
 	}
+	access, err := f.accessFor(ctx, req.RequestAccess())
+	if err != nil {
+		return nil, nil, authority.AccessContext{}, err
+	}
 	ctx, cancel := f.requestContext(ctx, req.RequestTimeoutMs())
-	return ctx, cancel, wireContext(req.RequestAccess()), nil
+	return ctx, cancel, access, nil
 }
 
 // turnAccess refuses a turn subject without a turn id and a one-operation
@@ -80,9 +79,16 @@ func (f *Front) open(ctx context.Context, data []byte) (messages.Message, error)
 	if !f.isOpen(ctx) && req.Access.TurnID == "" {
 		return nil, reason.New(reason.InvalidRequest, "attach names the turn to join")
 	}
+	access, err := f.accessFor(ctx, req.Access)
+	if err != nil {
+		return nil, err
+	}
+	if err := f.rateCheck(ctx, f.opens, "opens"); err != nil {
+		return nil, err
+	}
 	ctx, cancel := f.requestContext(ctx, req.TimeoutMs)
 	defer cancel()
-	o, err := f.k.Open(ctx, wireContext(req.Access))
+	o, err := f.k.Open(ctx, access)
 	if err != nil {
 		return nil, err
 	}
@@ -151,6 +157,9 @@ func (f *Front) invoke(ctx context.Context, data []byte) (messages.Message, erro
 		return nil, err
 	}
 	defer cancel()
+	if err := f.rateCheck(ctx, f.calls, "calls"); err != nil {
+		return nil, err
+	}
 	res, err := f.k.Invoke(ctx, access, req.Tool, req.Args)
 	if err != nil {
 		var ce *actors.CallError
@@ -177,9 +186,13 @@ func (f *Front) close(ctx context.Context, data []byte) (messages.Message, error
 	if err := messages.Decode(data, &req, f.opts.Limits); err != nil {
 		return nil, malformed(err)
 	}
+	access, err := f.accessFor(ctx, req.Access)
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := f.requestContext(ctx, req.TimeoutMs)
 	defer cancel()
-	if err := f.k.Close(ctx, wireContext(req.Access), req.LeaseID); err != nil {
+	if err := f.k.Close(ctx, access, req.LeaseID); err != nil {
 		return nil, err
 	}
 	return &messages.AckReply{V: messages.Version}, nil

@@ -98,6 +98,11 @@ type Options struct {
 	// Logger receives the server's log output at matching slog levels (see
 	// the package documentation). nil discards it.
 	Logger *slog.Logger
+	// Config is nats-server configuration text (for example the accounts,
+	// users and permissions of internal/identity.ServerConfig) applied
+	// before the fields above, which take precedence. Empty: no
+	// authentication.
+	Config string
 }
 
 // Validate reports whether the options can be used to start a server. It
@@ -122,6 +127,11 @@ func (o Options) Validate() error {
 	}
 	if o.MaxPayload < 0 || o.MaxPayload > MaxPayloadLimit {
 		return fmt.Errorf("%w: MaxPayload %d out of range (0 for the default, else 1-%d)", ErrInvalidOptions, o.MaxPayload, MaxPayloadLimit)
+	}
+	if o.Config != "" {
+		if err := new(server.Options).ProcessConfigString(o.Config); err != nil {
+			return fmt.Errorf("%w: server configuration: %w", ErrInvalidOptions, err)
+		}
 	}
 	if o.ReadyTimeout < 0 {
 		return fmt.Errorf("%w: negative ReadyTimeout %s", ErrInvalidOptions, o.ReadyTimeout)
@@ -162,14 +172,17 @@ func (o Options) serverOptions() *server.Options {
 	if port == 0 {
 		port = server.RANDOM_PORT // nats-server: 0 means 4222, -1 means random
 	}
-	sopts := &server.Options{
-		ServerName: o.ServerName,
-		Host:       o.Host,
-		Port:       port,
-		NoSigs:     true, // the node owns signal handling
-		NoLog:      true, // logging goes through our slog adapter only
-		MaxPayload: o.MaxPayload,
+	sopts := &server.Options{}
+	if o.Config != "" {
+		// Checked by Validate; any error here was reported there.
+		_ = sopts.ProcessConfigString(o.Config)
 	}
+	sopts.ServerName = o.ServerName
+	sopts.Host = o.Host
+	sopts.Port = port
+	sopts.NoSigs = true // the node owns signal handling
+	sopts.NoLog = true  // logging goes through our slog adapter only
+	sopts.MaxPayload = o.MaxPayload
 	if o.JetStream {
 		sopts.JetStream = true
 		sopts.StoreDir = o.StoreDir

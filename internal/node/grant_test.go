@@ -2,6 +2,7 @@ package node_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -19,11 +20,7 @@ import (
 func TestHostedProviderRunsOnlySignedCalls(t *testing.T) {
 	n := start(t, sampleConfig(t, t.TempDir()))
 	defer n.Shutdown(context.Background())
-	nc, err := nats.Connect(n.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc := connectAs(t, n, "runtime")
 	turn, err := client.New(nc, nil).Open(ctx(t), client.Access{Tenant: "acme", Principal: "ada", Namespaces: []string{"calendar"}})
 	if err != nil {
 		t.Fatal(err)
@@ -42,7 +39,17 @@ func TestHostedProviderRunsOnlySignedCalls(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := nc.Request(messages.ProviderInvokeSubject("sharedos", "calendar"), req, 10*time.Second)
+	// A runtime cannot even publish to the provider's subject: the server
+	// refuses it (its permissions hold the turn subjects only).
+	if _, err := nc.Request(messages.ProviderInvokeSubject("sharedos", "calendar"), req, 500*time.Millisecond); err == nil {
+		t.Fatal("a runtime's direct call was answered")
+	}
+	if err := nc.LastError(); !errors.Is(err, nats.ErrPermissionViolation) {
+		t.Fatalf("a runtime's direct call: last error %v, want a permissions violation", err)
+	}
+	// A node can (it is the one that calls providers), but the provider
+	// still runs nothing the node did not sign.
+	m, err := connectAs(t, n, "node").Request(messages.ProviderInvokeSubject("sharedos", "calendar"), req, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

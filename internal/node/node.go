@@ -25,9 +25,11 @@ import (
 	"github.com/sharedos/sharedos/examples/calendar"
 	"github.com/sharedos/sharedos/internal/audit"
 	"github.com/sharedos/sharedos/internal/config"
+	"github.com/sharedos/sharedos/internal/identity"
 	"github.com/sharedos/sharedos/internal/natsfront"
 	"github.com/sharedos/sharedos/internal/natsserver"
 	"github.com/sharedos/sharedos/internal/providers"
+	"github.com/sharedos/sharedos/internal/ratelimit"
 	"github.com/sharedos/sharedos/messages"
 	"github.com/sharedos/sharedos/provider"
 )
@@ -63,6 +65,14 @@ type Node struct {
 	httpSrv *http.Server
 	httpLn  net.Listener
 	metrics *metrics
+
+	// ids are who may be on the bus; credsDir holds the embedded server's
+	// generated seeds (docs/security.md).
+	ids      *identity.Set
+	credsDir string
+	// conns are connections the node opened for identities it hosts
+	// (hosted providers), closed at shutdown.
+	conns []*nats.Conn
 
 	checkpoints *audit.Checkpointer // signed audit checkpoints, in front of sink
 	// key is the node's Ed25519 key: it signs audit checkpoints and the
@@ -138,7 +148,11 @@ func Start(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err 
 			if ttl == 0 {
 				ttl = 5 * time.Minute
 			}
-			h, err := provider.Serve(n.nc, p.ID, impl, &provider.Options{Prefix: cfg.NATS.Prefix, TTL: ttl,
+			pc, err := n.providerConn(p.ID)
+			if err != nil {
+				return nil, fmt.Errorf("node: hosting provider %s: %w", p.ID, err)
+			}
+			h, err := provider.Serve(pc, p.ID, impl, &provider.Options{Prefix: cfg.NATS.Prefix, TTL: ttl,
 				TrustedKeys: []ed25519.PublicKey{n.key.Public().(ed25519.PublicKey)}})
 			if err != nil {
 				return nil, fmt.Errorf("node: hosting provider %s: %w", p.ID, err)
@@ -172,9 +186,21 @@ func Start(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err 
 	kernelRef.Store(n.kernel)
 	lim := messages.DefaultLimits()
 	lim.MaxBytes = cfg.NATS.MaxMessageBytes
-	n.front, err = natsfront.Serve(n.nc, n.kernel, natsfront.Options{
+	fopts := natsfront.Options{
 		Prefix: cfg.NATS.Prefix, Limits: lim, Logger: n.log, Observe: n.metrics.observeRequest,
-	})
+	}
+	if n.srv != nil || cfg.NATS.Credentials != "" {
+		// The bus authenticates every party: serve only runtime
+		// identities, for the tenants they are bound to. (An external
+		// bus without credentials is loopback-only and unauthenticated:
+		// config.Validate refuses anything else.)
+		fopts.Identities, fopts.TrustUnstamped = n.ids, n.srv != nil
+		open, call := cfg.IdentityRates()
+		fopts.OpenRates, fopts.CallRates = rateLimits(open), rateLimits(call)
+	} else {
+		n.log.Warn("node: NATS without credentials: callers are not authenticated and access is taken as sent (loopback development only)")
+	}
+	n.front, err = natsfront.Serve(n.nc, n.kernel, fopts)
 	if err != nil {
 		return nil, err
 	}
@@ -205,9 +231,22 @@ func (n *Node) connect() error {
 
 func (n *Node) dial() error {
 	cfg := n.cfg
+	ids, err := cfg.IdentitySet()
+	if err != nil {
+		return fmt.Errorf("node: %w", err)
+	}
+	n.ids = ids
 	name := nats.Name("sharedos-node-" + cfg.Node.ID)
 	if len(cfg.NATS.URLs) > 0 {
-		nc, err := nats.Connect(strings.Join(cfg.NATS.URLs, ","), name, nats.MaxReconnects(-1))
+		opts := []nats.Option{name, nats.MaxReconnects(-1)}
+		if cfg.NATS.Credentials != "" {
+			auth, err := identity.CredentialOptions(cfg.NATS.Credentials)
+			if err != nil {
+				return fmt.Errorf("node: nats.credentials: %w", err)
+			}
+			opts = append(opts, auth...)
+		}
+		nc, err := nats.Connect(strings.Join(cfg.NATS.URLs, ","), opts...)
 		if err != nil {
 			return fmt.Errorf("node: connecting to NATS %v: %w", cfg.NATS.URLs, err)
 		}
@@ -218,8 +257,29 @@ func (n *Node) dial() error {
 	if err != nil {
 		return err
 	}
+	n.credsDir = identity.DefaultDir(cfg.Node.DataDir)
+	keys := identity.Keys{}
+	for _, id := range ids.All() {
+		kp, err := identity.LoadOrCreateSeed(identity.SeedFile(n.credsDir, id.Name))
+		if err != nil {
+			return fmt.Errorf("node: credentials of %s: %w", id.Name, err)
+		}
+		if keys[id.Name], err = identity.PublicKey(kp); err != nil {
+			return err
+		}
+	}
+	accounts, err := identity.ServerConfig(identity.Bus{
+		Prefix: cfg.NATS.Prefix, Account: cfg.NATS.Account, Stream: cfg.Audit.Stream,
+		ResponseTTL: time.Duration(cfg.Kernel.CallTimeout) + time.Minute,
+	}, ids.All(), keys)
+	if err != nil {
+		return fmt.Errorf("node: %w", err)
+	}
 	srv, err := natsserver.Start(natsserver.Options{
 		Host: cfg.NATS.Embedded.Host, Port: cfg.NATS.Embedded.Port, ServerName: "sharedos-" + cfg.Node.ID,
+		// Every client authenticates as an identity, so the server may
+		// listen beyond loopback when the config says so.
+		AllowNonLoopback: true, Config: accounts,
 		JetStream: true, StoreDir: filepath.Join(cfg.Node.DataDir, "nats"),
 		SyncAlways: syncEvery == 0, SyncInterval: syncEvery,
 		MaxPayload: int32(cfg.NATS.MaxMessageBytes), // config.Validate bounds it by NATS's 64 MiB
@@ -228,12 +288,79 @@ func (n *Node) dial() error {
 		return fmt.Errorf("node: embedded NATS: %w", err)
 	}
 	n.srv = srv
-	nc, err := srv.ConnectInProcess(name)
+	nodeID := ids.OfRole(identity.Node)[0] // EffectiveIdentities always has one
+	auth, err := identity.ConnectOptions(identity.SeedFile(n.credsDir, nodeID.Name))
+	if err != nil {
+		return fmt.Errorf("node: %w", err)
+	}
+	nc, err := srv.ConnectInProcess(append([]nats.Option{name}, auth...)...)
 	if err != nil {
 		return fmt.Errorf("node: connecting to embedded NATS: %w", err)
 	}
 	n.nc = nc
+	n.log.Info("bus identities: each party connects with its seed file", "dir", n.credsDir,
+		"runtimes", names(ids.OfRole(identity.Runtime)), "audit", names(ids.OfRole(identity.Audit)), "providers", names(ids.OfRole(identity.Provider)))
 	return nil
+}
+
+func rateLimits(m map[string]config.Rate) map[string]ratelimit.Limit {
+	out := make(map[string]ratelimit.Limit, len(m))
+	for name, r := range m {
+		out[name] = ratelimit.Limit{Rate: r.PerSecond, Burst: r.Burst}
+	}
+	return out
+}
+
+func names(ids []identity.Identity) []string {
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = id.Name
+	}
+	return out
+}
+
+// providerConn is the connection a hosted provider serves on: as its
+// provider identity (confined to its own subjects) on the embedded
+// server; on an external cluster the node's own connection.
+func (n *Node) providerConn(id string) (*nats.Conn, error) {
+	if n.srv == nil {
+		return n.nc, nil
+	}
+	for _, pid := range n.ids.OfRole(identity.Provider) {
+		if pid.Provider == id {
+			nc, err := n.Connect(pid.Name)
+			if err != nil {
+				return nil, err
+			}
+			n.conns = append(n.conns, nc)
+			return nc, nil
+		}
+	}
+	return nil, fmt.Errorf("no provider identity serves %s", id)
+}
+
+// CredentialsDir is where the embedded server's identities' seed files
+// are ("" with an external cluster).
+func (n *Node) CredentialsDir() string { return n.credsDir }
+
+// Identities are the node's bus identities.
+func (n *Node) Identities() *identity.Set { return n.ids }
+
+// Connect opens a connection to the embedded server as the identity
+// named name (tests, embedders, the node's hosted providers). It is the
+// caller's to close.
+func (n *Node) Connect(name string, opts ...nats.Option) (*nats.Conn, error) {
+	if n.srv == nil {
+		return nil, errors.New("node: Connect needs the embedded server; connect to an external cluster with that identity's credentials")
+	}
+	if _, ok := n.ids.Lookup(name); !ok {
+		return nil, fmt.Errorf("node: no identity %q", name)
+	}
+	auth, err := identity.ConnectOptions(identity.SeedFile(n.credsDir, name))
+	if err != nil {
+		return nil, err
+	}
+	return n.srv.Connect(append(append([]nats.Option{nats.Name("sharedos-" + name)}, auth...), opts...)...)
 }
 
 func (n *Node) serveHTTP() error {
@@ -324,6 +451,9 @@ func (n *Node) Shutdown(ctx context.Context) error {
 		}
 		for _, h := range n.hosts {
 			errs = append(errs, h.Stop(ctx))
+		}
+		for _, c := range n.conns {
+			c.Close()
 		}
 		if n.checkpoints != nil { // after the last event, before the sink closes
 			errs = append(errs, n.checkpoints.Close(ctx))

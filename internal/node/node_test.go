@@ -63,12 +63,23 @@ func startConnected(t *testing.T, cfg *config.Config, ps ...providers.ContextToo
 	t.Helper()
 	n := start(t, cfg, ps...)
 	t.Cleanup(func() { _ = n.Shutdown(context.Background()) })
-	nc, err := nats.Connect(n.ClientURL())
+	nc, err := n.Connect("runtime")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
 	return n, nc
+}
+
+// connectAs connects to n as the identity name, closed at the test's end.
+func connectAs(t *testing.T, n *node.Node, name string) *nats.Conn {
+	t.Helper()
+	nc, err := n.Connect(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
 }
 
 func ctx(t *testing.T) context.Context {
@@ -98,7 +109,7 @@ func readAll(t *testing.T, nc *nats.Conn) ([][]byte, []*audit.Event) {
 func TestReadmeTurnAndDurableAudit(t *testing.T) {
 	dir := t.TempDir()
 	n := start(t, sampleConfig(t, dir))
-	nc, err := nats.Connect(n.ClientURL())
+	nc, err := n.Connect("runtime")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +136,7 @@ func TestReadmeTurnAndDurableAudit(t *testing.T) {
 	if err := turn.Close(ctx(t)); err != nil {
 		t.Fatal(err)
 	}
-	data, evs := readAll(t, nc)
+	data, evs := readAll(t, connectAs(t, n, "auditor"))
 	hashes := map[string]bool{}
 	for _, ev := range evs {
 		if ev.CatalogHash != "" {
@@ -162,7 +173,7 @@ func TestReadmeTurnAndDurableAudit(t *testing.T) {
 	// Restart on the same data directory: the stream kept every event.
 	n2 := start(t, sampleConfig(t, dir))
 	defer n2.Shutdown(context.Background())
-	nc2, err := nats.Connect(n2.ClientURL())
+	nc2, err := n2.Connect("auditor")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +202,7 @@ func TestReadmeTurnAndDurableAudit(t *testing.T) {
 func TestShutdownClosesOpenTurnsAndFlushesAudit(t *testing.T) {
 	dir := t.TempDir()
 	n := start(t, sampleConfig(t, dir))
-	nc, err := nats.Connect(n.ClientURL())
+	nc, err := n.Connect("runtime")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +233,7 @@ func TestShutdownClosesOpenTurnsAndFlushesAudit(t *testing.T) {
 	// Every turn's turn.closed (reason shutdown) was flushed to the stream.
 	n2 := start(t, sampleConfig(t, dir))
 	defer n2.Shutdown(context.Background())
-	nc2, err := nats.Connect(n2.ClientURL())
+	nc2, err := n2.Connect("auditor")
 	if err != nil {
 		t.Fatal(err)
 	}

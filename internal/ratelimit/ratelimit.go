@@ -1,26 +1,27 @@
-package actors
+// Package ratelimit is token buckets kept per key (a principal, a bus
+// identity), judged on a clock the caller passes in.
+package ratelimit
 
 import (
 	"sync"
 	"time"
 )
 
-// RateLimit is a token bucket kept per principal (tenant and principal):
-// Rate requests a second on average, up to Burst at once. The zero value
-// is no limit.
-type RateLimit struct {
+// Limit is a token bucket kept per key: Rate requests a second on
+// average, up to Burst at once. The zero value is no limit.
+type Limit struct {
 	Rate  float64
 	Burst int
 }
 
-func (r RateLimit) enabled() bool { return r.Rate > 0 && r.Burst > 0 }
+func (r Limit) enabled() bool { return r.Rate > 0 && r.Burst > 0 }
 
-// limiter keeps a RateLimit's buckets, judged on the kernel's clock. Safe
+// Limiter keeps a Limit's buckets, judged on the kernel's clock. Safe
 // for concurrent use. Buckets that have refilled are forgotten when the
 // map grows past maxBuckets (a full bucket is the same as a new one), so
-// memory follows the principals active recently, not all ever seen.
-type limiter struct {
-	lim     RateLimit
+// memory follows the keys active recently, not all ever seen.
+type Limiter struct {
+	lim     Limit
 	mu      sync.Mutex
 	buckets map[string]*bucket
 }
@@ -32,16 +33,17 @@ type bucket struct {
 
 const maxBuckets = 1 << 16
 
-func newLimiter(lim RateLimit) *limiter {
+// New returns a limiter of lim; nil (no limit) for the zero Limit.
+func New(lim Limit) *Limiter {
 	if !lim.enabled() {
 		return nil
 	}
-	return &limiter{lim: lim, buckets: map[string]*bucket{}}
+	return &Limiter{lim: lim, buckets: map[string]*bucket{}}
 }
 
-// take spends one token of key's bucket at now. It returns 0 when the
+// Take spends one token of key's bucket at now. It returns 0 when the
 // request may go ahead, and otherwise how long until a token is there.
-func (l *limiter) take(key string, now time.Time) time.Duration {
+func (l *Limiter) Take(key string, now time.Time) time.Duration {
 	if l == nil {
 		return 0
 	}
@@ -63,17 +65,25 @@ func (l *limiter) take(key string, now time.Time) time.Duration {
 	return time.Duration((1 - b.tokens) / l.lim.Rate * float64(time.Second))
 }
 
-func (l *limiter) refill(b *bucket, now time.Time) {
+func (l *Limiter) refill(b *bucket, now time.Time) {
 	if d := now.Sub(b.at); d > 0 { // a clock stepping back refills nothing
 		b.tokens = min(float64(l.lim.Burst), b.tokens+d.Seconds()*l.lim.Rate)
 		b.at = now
 	}
 }
 
-func (l *limiter) forgetFull(now time.Time) {
+func (l *Limiter) forgetFull(now time.Time) {
 	for k, b := range l.buckets {
 		if l.refill(b, now); b.tokens >= float64(l.lim.Burst) {
 			delete(l.buckets, k)
 		}
 	}
+}
+
+// Limit is the limit l keeps.
+func (l *Limiter) Limit() Limit {
+	if l == nil {
+		return Limit{}
+	}
+	return l.lim
 }

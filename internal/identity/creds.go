@@ -1,0 +1,137 @@
+package identity
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
+)
+
+// SeedFile is where identity name's nkey seed lives under dir.
+func SeedFile(dir, name string) string { return filepath.Join(dir, name+".nk") }
+
+// DefaultDir is the credentials directory of a node's data directory.
+func DefaultDir(dataDir string) string { return filepath.Join(dataDir, "creds") }
+
+// LoadOrCreateSeed reads the user nkey seed in path, creating a new one
+// (mode 0600, in a directory of mode 0700) if the file does not exist. It
+// refuses a seed file that group or others may read.
+func LoadOrCreateSeed(path string) (nkeys.KeyPair, error) {
+	kp, err := LoadSeed(path)
+	if err == nil || !errors.Is(err, fs.ErrNotExist) {
+		return kp, err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("identity: %w", err)
+	}
+	kp, err = nkeys.CreateUser()
+	if err != nil {
+		return nil, fmt.Errorf("identity: creating a user nkey: %w", err)
+	}
+	seed, err := kp.Seed()
+	if err != nil {
+		return nil, fmt.Errorf("identity: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) { // another process made it first
+		return LoadSeed(path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("identity: %w", err)
+	}
+	if _, err := f.Write(append(seed, '\n')); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("identity: writing %s: %w", path, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("identity: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return nil, fmt.Errorf("identity: %w", err)
+	}
+	return kp, nil
+}
+
+// LoadSeed reads a user nkey seed file (the bare seed, or a decorated
+// .creds/.nk file).
+func LoadSeed(path string) (nkeys.KeyPair, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("identity: %w", err)
+	}
+	if st.Mode().Perm()&0o077 != 0 {
+		return nil, fmt.Errorf("identity: seed file %s has mode %s: group and others must not read it (chmod 600)", path, st.Mode().Perm())
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("identity: %w", err)
+	}
+	kp, err := nkeys.ParseDecoratedUserNKey(bytes.TrimSpace(b))
+	if err != nil {
+		return nil, fmt.Errorf("identity: %s holds no user nkey seed: %w", path, err)
+	}
+	return kp, nil
+}
+
+// PublicKey is kp's public key ("U…").
+func PublicKey(kp nkeys.KeyPair) (string, error) {
+	pub, err := kp.PublicKey()
+	if err != nil {
+		return "", fmt.Errorf("identity: %w", err)
+	}
+	return pub, nil
+}
+
+// InboxPrefix is the inbox prefix of identity name. Audit readers and
+// providers share the node account, so each subscribes only under its
+// own prefix and cannot read another's replies.
+func InboxPrefix(name string) string { return "_INBOX_" + name }
+
+// NameOfSeedFile is the identity name a seed file is for: its base name
+// without the ".nk" extension.
+func NameOfSeedFile(path string) string {
+	return strings.TrimSuffix(filepath.Base(path), ".nk")
+}
+
+// ConnectOptions are the nats.Options to connect as the identity whose
+// seed is in path: nkey authentication and the identity's private inbox
+// prefix.
+func ConnectOptions(path string) ([]nats.Option, error) {
+	kp, err := LoadSeed(path)
+	if err != nil {
+		return nil, err
+	}
+	return KeyOptions(NameOfSeedFile(path), kp)
+}
+
+// KeyOptions are the nats.Options to connect as identity name with kp.
+func KeyOptions(name string, kp nkeys.KeyPair) ([]nats.Option, error) {
+	pub, err := PublicKey(kp)
+	if err != nil {
+		return nil, err
+	}
+	return []nats.Option{
+		nats.Nkey(pub, func(nonce []byte) ([]byte, error) { return kp.Sign(nonce) }),
+		nats.CustomInboxPrefix(InboxPrefix(name)),
+	}, nil
+}
+
+// CredentialOptions are the nats.Options to authenticate with file: a
+// decentralized-auth .creds file (JWT and seed) for an operator-managed
+// cluster, else a user nkey seed file (ConnectOptions).
+func CredentialOptions(file string) ([]nats.Option, error) {
+	if strings.HasSuffix(file, ".creds") {
+		if _, err := os.Stat(file); err != nil {
+			return nil, fmt.Errorf("identity: %w", err)
+		}
+		return []nats.Option{nats.UserCredentials(file)}, nil
+	}
+	return ConnectOptions(file)
+}

@@ -1,0 +1,210 @@
+// Package identity is who may be on the bus, and as what.
+//
+// Every party connects to NATS as an authenticated identity with a role:
+//
+//   - node: runs the kernel, calls providers, writes the audit stream;
+//   - runtime: an agent runtime; opens and drives turns for the tenants
+//     (and optionally principals) it is bound to, and nothing else;
+//   - provider: answers its own provider's subjects, nothing else;
+//   - audit: reads the audit of the tenants it is bound to.
+//
+// The node never takes a caller's word for who it is. Runtimes live in
+// NATS accounts of their own that import the node's turn subjects with
+// `share: true`; the server stamps each request crossing that import with
+// the caller's account in the Nats-Request-Info header, overwriting
+// whatever the client put there, so the account a request arrives from is
+// a fact the bus establishes (see docs/security.md for the choice and the
+// alternatives). Nodes, providers and audit readers are users of the
+// node's account with subject permissions that confine them to their role.
+//
+// For the embedded server the package renders the accounts, users and
+// permissions as nats-server configuration (ServerConfig) and keeps each
+// identity's nkey seed in a file of its own (LoadOrCreateSeed). An external
+// NATS cluster is configured by its operator to the same shape.
+package identity
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+)
+
+// Role is what an identity may do.
+type Role string
+
+// The roles.
+const (
+	Node     Role = "node"
+	Runtime  Role = "runtime"
+	Provider Role = "provider"
+	Audit    Role = "audit"
+)
+
+// AllTenants in Identity.Tenants binds an identity to every tenant.
+const AllTenants = "*"
+
+// Identity is one party on the bus.
+type Identity struct {
+	// Name identifies the identity: its seed file is <Name>.nk, a runtime's
+	// NATS account is named after it, an audit reader's inbox prefix is
+	// _INBOX_<Name>.
+	Name string
+	Role Role
+	// Tenants a runtime may act for, or an audit reader may read;
+	// AllTenants for every tenant.
+	Tenants []string
+	// Principals, if set, narrows a runtime to these principals of its
+	// tenants; each is "tenant/principal".
+	Principals []string
+	// Provider is a provider identity's provider id.
+	Provider string
+}
+
+// Errors.
+var (
+	// ErrInvalid is matched by every error Validate returns.
+	ErrInvalid = errors.New("identity: invalid")
+)
+
+var namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
+
+// NodeAccount is the default name of the nodes' NATS account.
+const NodeAccount = "SHAREDOS"
+
+// Validate reports what is wrong with id.
+func (id Identity) Validate() error {
+	if !namePattern.MatchString(id.Name) {
+		return fmt.Errorf("%w: name %q must match %s", ErrInvalid, id.Name, namePattern)
+	}
+	if id.Name == NodeAccount || id.Name == "SYS" || id.Name == "G" {
+		return fmt.Errorf("%w: name %q is reserved", ErrInvalid, id.Name)
+	}
+	switch id.Role {
+	case Node:
+	case Runtime, Audit:
+		if len(id.Tenants) == 0 {
+			return fmt.Errorf("%w: %s %s: tenants are required (%q for all)", ErrInvalid, id.Role, id.Name, AllTenants)
+		}
+		for _, t := range id.Tenants {
+			if t == "" {
+				return fmt.Errorf("%w: %s: empty tenant", ErrInvalid, id.Name)
+			}
+		}
+	case Provider:
+		if !namePattern.MatchString(id.Provider) {
+			return fmt.Errorf("%w: provider identity %s: provider %q is not a provider id", ErrInvalid, id.Name, id.Provider)
+		}
+	default:
+		return fmt.Errorf("%w: %s: role %q must be node, runtime, provider or audit", ErrInvalid, id.Name, id.Role)
+	}
+	if id.Role != Provider && id.Provider != "" {
+		return fmt.Errorf("%w: %s: provider is only for provider identities", ErrInvalid, id.Name)
+	}
+	if id.Role != Runtime && len(id.Principals) > 0 {
+		return fmt.Errorf("%w: %s: principals narrow only runtime identities", ErrInvalid, id.Name)
+	}
+	for _, p := range id.Principals {
+		t, _, ok := splitPrincipal(p)
+		if !ok {
+			return fmt.Errorf("%w: %s: principal %q must be tenant/principal", ErrInvalid, id.Name, p)
+		}
+		if !id.tenant(t) {
+			return fmt.Errorf("%w: %s: principal %q is of a tenant the identity is not bound to", ErrInvalid, id.Name, p)
+		}
+	}
+	return nil
+}
+
+func splitPrincipal(p string) (tenant, principal string, ok bool) {
+	for i := 0; i < len(p); i++ {
+		if p[i] == '/' {
+			return p[:i], p[i+1:], i > 0 && i < len(p)-1
+		}
+	}
+	return "", "", false
+}
+
+// AllTenantsBound reports whether id is bound to every tenant.
+func (id Identity) AllTenantsBound() bool { return slices.Contains(id.Tenants, AllTenants) }
+
+func (id Identity) tenant(t string) bool {
+	return id.AllTenantsBound() || slices.Contains(id.Tenants, t)
+}
+
+// Permits reports whether id may act for principal of tenant. A node may
+// act for anyone (it is the kernel); a runtime for the principals of its
+// tenants (only those listed, if Principals is set); nobody else for
+// anyone.
+func (id Identity) Permits(tenant, principal string) bool {
+	switch id.Role {
+	case Node:
+		return true
+	case Runtime:
+		if !id.tenant(tenant) {
+			return false
+		}
+		if len(id.Principals) == 0 {
+			return true
+		}
+		return slices.Contains(id.Principals, tenant+"/"+principal)
+	}
+	return false
+}
+
+// Set is the identities of a node, looked up by name. Safe for concurrent
+// reads; never modified after NewSet.
+type Set struct {
+	byName map[string]*Identity
+	list   []Identity
+}
+
+// NewSet validates ids (names unique) and indexes them.
+func NewSet(ids []Identity) (*Set, error) {
+	s := &Set{byName: make(map[string]*Identity, len(ids))}
+	var errs []error
+	for i := range ids {
+		id := ids[i]
+		if err := id.Validate(); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if _, dup := s.byName[id.Name]; dup {
+			errs = append(errs, fmt.Errorf("%w: %s listed twice", ErrInvalid, id.Name))
+			continue
+		}
+		s.list = append(s.list, id)
+		s.byName[id.Name] = &s.list[len(s.list)-1]
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	// s.list may have been reallocated while appending: index again.
+	for i := range s.list {
+		s.byName[s.list[i].Name] = &s.list[i]
+	}
+	return s, nil
+}
+
+// Lookup returns the identity named name.
+func (s *Set) Lookup(name string) (*Identity, bool) {
+	if s == nil {
+		return nil, false
+	}
+	id, ok := s.byName[name]
+	return id, ok
+}
+
+// All returns the identities in configuration order.
+func (s *Set) All() []Identity { return slices.Clone(s.list) }
+
+// OfRole returns the identities of role r.
+func (s *Set) OfRole(r Role) []Identity {
+	var out []Identity
+	for _, id := range s.list {
+		if id.Role == r {
+			out = append(out, id)
+		}
+	}
+	return out
+}

@@ -1,0 +1,126 @@
+package natsfront
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/sharedos/sharedos/authority"
+	"github.com/sharedos/sharedos/internal/identity"
+	"github.com/sharedos/sharedos/internal/ratelimit"
+	"github.com/sharedos/sharedos/messages"
+	"github.com/sharedos/sharedos/reason"
+)
+
+// requestInfoHeader is the header nats-server writes on a request that
+// crosses a service import, naming the requester's account. The server
+// replaces whatever a client put there (server/client.go,
+// processServiceImport), so it is the bus's word, not the caller's.
+const requestInfoHeader = "Nats-Request-Info"
+
+// maxRequestInfo bounds the header before it is decoded.
+const maxRequestInfo = 8 << 10
+
+// callerKey carries the request's caller in its context.
+type callerKey struct{}
+
+// caller is who sent a request, as the bus says.
+type caller struct {
+	id *identity.Identity // nil: the front does not authenticate
+	// refusal, if set, is why the request may not be served at all.
+	refusal error
+}
+
+// callerOf establishes the caller of r. Without Options.Identities the
+// front does not authenticate (in-process embedders and tests): the
+// caller is nobody in particular and the access fields are taken as sent.
+func (f *Front) callerOf(r micro.Request) caller {
+	ids := f.opts.Identities
+	if ids == nil {
+		return caller{}
+	}
+	info := r.Headers().Get(requestInfoHeader)
+	if info == "" {
+		// Only a service import stamps the header: a request without it
+		// was published inside the nodes' own account, where only nodes
+		// may publish to the turn subjects (their permissions say so).
+		if !f.opts.TrustUnstamped {
+			return caller{refusal: reason.New(reason.TenantForbidden, "the request did not come through an authenticated runtime identity")}
+		}
+		return caller{id: &nodeCaller}
+	}
+	if len(info) > maxRequestInfo {
+		return caller{refusal: reason.New(reason.TenantForbidden, "the request's identity header is %d bytes", len(info))}
+	}
+	var ci struct {
+		Account string `json:"acc"`
+	}
+	if err := json.Unmarshal([]byte(info), &ci); err != nil || ci.Account == "" {
+		return caller{refusal: reason.New(reason.TenantForbidden, "the request's identity header names no account")}
+	}
+	id, ok := ids.Lookup(ci.Account)
+	if !ok || id.Role != identity.Runtime {
+		return caller{refusal: reason.New(reason.TenantForbidden, "bus identity %q is not a runtime of this node", ci.Account)}
+	}
+	return caller{id: id}
+}
+
+// nodeCaller is a request from inside the nodes' account.
+var nodeCaller = identity.Identity{Name: "node", Role: identity.Node}
+
+// accessFor turns a request's wire access into the kernel's access
+// context for the caller in ctx — the only way a handler gets one: refused
+// tenant_forbidden when the caller may not act for its tenant and
+// principal, and bound to the caller (its leases are its own). The
+// instant is left zero: the kernel stamps every operation with its own
+// clock.
+func (f *Front) accessFor(ctx context.Context, a messages.Access) (authority.AccessContext, error) {
+	ac := a.Context(time.Time{})
+	c, _ := ctx.Value(callerKey{}).(caller)
+	if c.refusal != nil {
+		return authority.AccessContext{}, c.refusal
+	}
+	if c.id == nil {
+		return ac, nil
+	}
+	if !c.id.Permits(a.Tenant, a.Principal) {
+		f.forbidden.Add(1)
+		f.opts.Logger.Warn("natsfront: refused a request for a tenant its identity is not bound to",
+			"identity", c.id.Name, "tenant", a.Tenant, "principal", a.Principal)
+		return authority.AccessContext{}, reason.New(reason.TenantForbidden, "identity %s may not act for %s/%s", c.id.Name, a.Tenant, a.Principal)
+	}
+	ac.Caller = c.id.Name
+	return ac, nil
+}
+
+func limiters(m map[string]ratelimit.Limit) map[string]*ratelimit.Limiter {
+	out := make(map[string]*ratelimit.Limiter, len(m))
+	for name, l := range m {
+		if lim := ratelimit.New(l); lim != nil {
+			out[name] = lim
+		}
+	}
+	return out
+}
+
+// rateCheck spends a token of the caller's open or call rate (one bucket
+// per identity: the limiter is the identity's own).
+func (f *Front) rateCheck(ctx context.Context, lims map[string]*ratelimit.Limiter, what string) error {
+	c, _ := ctx.Value(callerKey{}).(caller)
+	if c.id == nil {
+		return nil
+	}
+	lim := lims[c.id.Name]
+	if lim == nil {
+		return nil
+	}
+	if wait := lim.Take(c.id.Name, time.Now()); wait > 0 {
+		return &reason.Error{Code: reason.RateLimited, Message: "identity " + c.id.Name + " is over its " + what + " rate", RetryAfter: wait}
+	}
+	return nil
+}
+
+// Forbidden is how many requests were refused tenant_forbidden.
+func (f *Front) Forbidden() int64 { return f.forbidden.Load() }
