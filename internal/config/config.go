@@ -19,6 +19,7 @@ import (
 	"github.com/sharedos/sharedos/authority"
 	"github.com/sharedos/sharedos/catalog"
 	"github.com/sharedos/sharedos/internal/identity"
+	"github.com/sharedos/sharedos/internal/mcpprovider"
 	"github.com/sharedos/sharedos/internal/providers"
 )
 
@@ -172,8 +173,8 @@ type Principal struct {
 // Provider is a configured provider.
 type Provider struct {
 	ID string `yaml:"id"`
-	// Kind: "static" (tools below, run in process by named handlers) or
-	// "nats" (a provider reached over NATS).
+	// Kind: "static" (tools below, run in process by named handlers),
+	// "nats" (a provider reached over NATS) or "mcp" (an MCP server, below).
 	Kind     string `yaml:"kind"`
 	Required bool   `yaml:"required"`
 	Tools    []Tool `yaml:"tools"`
@@ -183,6 +184,9 @@ type Provider struct {
 	Host string `yaml:"host"`
 	// TTL of a hosted provider's advertised revisions. Default 5m.
 	TTL Duration `yaml:"ttl"`
+	// MCP, for kind "mcp", is the MCP server this provider puts behind
+	// the kernel, as an MCP client inside the node (docs/discovery.md).
+	MCP *mcpprovider.Config `yaml:"mcp"`
 }
 
 // Tool is a static tool.
@@ -388,8 +392,20 @@ func (c *Config) Validate() error {
 			if p.TTL < 0 {
 				add("providers[%d] (%s): ttl must not be negative", i, p.ID)
 			}
+		case "mcp":
+			if p.MCP == nil {
+				add("providers[%d] (%s): an mcp provider needs mcp: (transport, url or command, ...)", i, p.ID)
+			} else if err := p.MCP.Validate(p.ID); err != nil {
+				add("providers[%d] (%s): mcp: %v", i, p.ID, err)
+			}
+			if len(p.Tools) > 0 {
+				add("providers[%d] (%s): an mcp provider's tools come from its server, not the config", i, p.ID)
+			}
 		default:
-			add("providers[%d] (%s): kind %q must be static or nats", i, p.ID, p.Kind)
+			add("providers[%d] (%s): kind %q must be static, nats or mcp", i, p.ID, p.Kind)
+		}
+		if p.MCP != nil && p.Kind != "mcp" {
+			add("providers[%d] (%s): mcp is only for mcp providers", i, p.ID)
 		}
 		if p.Host != "" && p.Kind != "nats" {
 			add("providers[%d] (%s): host is only for nats providers", i, p.ID)
