@@ -1,0 +1,30 @@
+// Package mcpfront serves a node's open turns to model sandboxes as MCP
+// servers (Streamable HTTP at /mcp on the node's HTTP listener, and stdio
+// through `node mcp`), behind execution tokens.
+//
+// A turn's lease holder mints an execution token (Front.Mint; over the
+// turn protocol, op "token"). The token is signed with the node's Ed25519
+// key and names the turn, the node, the catalogue the turn holds
+// (catalogHash, resolved at mint time), the turn's tenant, principal,
+// credential profile and attributes, the endpoint URL (audience), an
+// expiry and a token id. The front admits a request only with a token
+// that verifies (401 otherwise: malformed, tampered, expired, another
+// endpoint) and whose turn is open here, under the same authority, still
+// holding the catalogue the token binds (403 otherwise). A stale sandbox
+// therefore cannot reconnect to a turn whose catalogue it was never shown.
+// The token never leaves the front: providers see signed execution grants
+// (docs/security.md), never the token.
+//
+// Each turn has one mcp.Server (chosen per request from the verified
+// token: a map lookup), served stateless so that the 2026-07-28 revision
+// and the older ones (2025-11-25, 2025-06-18) all work. Its tools are not
+// registered on it: tools/list and tools/call are answered by the turn,
+// through the same Kernel API every transport uses, so a listing is the
+// held catalogue filtered by live authority and enabled namespaces at its
+// instant, and every call gets the turn actor's checks, reason codes,
+// step ceiling and audit events (with "transport": "mcp"). A refused
+// call is an MCP tool error (isError) whose structuredContent is a
+// Refusal {code, message}; a name the turn never had is JSON-RPC -32602.
+// The server declares tools only, with listChanged false: the turn pins
+// its catalogue (ADR 0026).
+package mcpfront

@@ -1,0 +1,348 @@
+package mcpfront
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/modelcontextprotocol/go-sdk/oauthex"
+
+	"github.com/sharedos/sharedos/actors"
+	"github.com/sharedos/sharedos/authority"
+	"github.com/sharedos/sharedos/reason"
+)
+
+// Transport is the name operations through this front carry
+// (authority.AccessContext.Transport, "transport" on audit events).
+const Transport = "mcp"
+
+// Path is where the front is served on the node's HTTP listener.
+const Path = "/mcp"
+
+// Options configure a Front. Zero values take the defaults named.
+type Options struct {
+	// Kernel is the node's kernel. Required.
+	Kernel *actors.Kernel
+	// Key is the node's Ed25519 key: it signs the tokens this front mints.
+	// Required.
+	Key ed25519.PrivateKey
+	// TrustedKeys are further public keys whose tokens are admitted
+	// (other nodes'); the front's own key is always trusted.
+	TrustedKeys []ed25519.PublicKey
+	// URL is the endpoint's URL as clients reach it ("http://host:port/mcp"):
+	// every token's audience. Required.
+	URL string
+	// AllowedOrigins are the browser origins ("https://app.example") whose
+	// requests are served; a request with any other Origin is refused 403.
+	// The URL's own origin is always allowed; requests with no Origin
+	// (non-browser clients) are served.
+	AllowedOrigins []string
+	// MaxRequestBodyBytes bounds a request body; larger ones are refused
+	// 413. Default 1 MiB.
+	MaxRequestBodyBytes int64
+	// PageSize is the most tools one tools/list page shows. Default 100.
+	PageSize int
+	// ListTTL is the ttlMs a listing carries: how long a client may keep
+	// it. A turn's catalogue is pinned, but what its principal may see
+	// follows live authority and namespaces, so a listing may go stale;
+	// calls are decided live whatever the client cached. Default 5s.
+	ListTTL time.Duration
+	// RequestTimeout bounds one request's work. Default 2m.
+	RequestTimeout time.Duration
+	// MaxTurns bounds the turns the front holds tokens for; mints beyond
+	// it are refused overloaded. Default 65536.
+	MaxTurns int
+	// Clock is the time tokens are checked at. Default time.Now.
+	Clock  func() time.Time
+	Logger *slog.Logger
+}
+
+func (o *Options) defaults() error {
+	if o.Kernel == nil {
+		return errors.New("mcpfront: Options.Kernel is required")
+	}
+	if len(o.Key) != ed25519.PrivateKeySize {
+		return errNoKey
+	}
+	u, err := url.Parse(o.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("mcpfront: Options.URL %q is not an http(s) URL", o.URL)
+	}
+	if o.MaxRequestBodyBytes == 0 {
+		o.MaxRequestBodyBytes = 1 << 20
+	}
+	if o.PageSize <= 0 {
+		o.PageSize = 100
+	}
+	if o.ListTTL == 0 {
+		o.ListTTL = 5 * time.Second
+	}
+	if o.RequestTimeout == 0 {
+		o.RequestTimeout = 2 * time.Minute
+	}
+	if o.MaxTurns == 0 {
+		o.MaxTurns = 1 << 16
+	}
+	if o.Clock == nil {
+		o.Clock = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return nil
+}
+
+// Front serves the node's open turns over MCP, each to the holders of its
+// execution tokens. Safe for concurrent use.
+type Front struct {
+	opts    Options
+	k       *actors.Kernel
+	keys    []ed25519.PublicKey
+	origin  string // the URL's own origin
+	metaURL string // RFC 9728 protected-resource metadata
+	handler http.Handler
+
+	mu    sync.RWMutex
+	turns map[string]*turnEntry
+}
+
+// turnEntry is one turn the front has minted tokens for: the access the
+// front operates it with (the minter's lease, never shown to anyone), the
+// catalogue it holds, and the turn's mcp.Server.
+type turnEntry struct {
+	access  authority.AccessContext
+	hash    string
+	server  *mcp.Server
+	expires time.Time // the latest expiry of its tokens
+	closed  bool
+}
+
+// New returns a front; serve its Handler at Path (and MetadataPath).
+func New(opts Options) (*Front, error) {
+	if err := opts.defaults(); err != nil {
+		return nil, err
+	}
+	u, _ := url.Parse(opts.URL)
+	f := &Front{
+		opts: opts, k: opts.Kernel, turns: map[string]*turnEntry{},
+		keys:    append([]ed25519.PublicKey{opts.Key.Public().(ed25519.PublicKey)}, opts.TrustedKeys...),
+		origin:  u.Scheme + "://" + u.Host,
+		metaURL: u.Scheme + "://" + u.Host + MetadataPath(u.Path),
+	}
+	sdk := mcp.NewStreamableHTTPHandler(f.getServer, &mcp.StreamableHTTPOptions{
+		Stateless: true, JSONResponse: true, MaxRequestBodyBytes: opts.MaxRequestBodyBytes,
+		PropagateRequestCancellation: true, Logger: opts.Logger,
+	})
+	// Expiry is checked by verify on the front's clock; the SDK's own
+	// check (on the wall clock) is off: a TokenInfo carries no Expiration.
+	bearer := auth.RequireBearerToken(f.verify, &auth.RequireBearerTokenOptions{ResourceMetadataURL: f.metaURL, AllowMissingExpiration: true})
+	f.handler = f.checkOrigin(bearer(f.bind(sdk)))
+	return f, nil
+}
+
+// MetadataPath is where the RFC 9728 protected-resource metadata of an
+// endpoint at path is served.
+func MetadataPath(path string) string { return "/.well-known/oauth-protected-resource" + path }
+
+// URL is the endpoint's URL (the tokens' audience).
+func (f *Front) URL() string { return f.opts.URL }
+
+// Mount serves the front on mux: the endpoint at its URL's path and the
+// protected-resource metadata.
+func (f *Front) Mount(mux *http.ServeMux) {
+	u, _ := url.Parse(f.opts.URL)
+	mux.Handle(u.Path, f.handler)
+	mux.Handle("GET "+MetadataPath(u.Path), auth.ProtectedResourceMetadataHandler(&oauthex.ProtectedResourceMetadata{
+		Resource: f.opts.URL, BearerMethodsSupported: []string{"header"}, ResourceName: "SharedOS turn (MCP front)",
+		ResourceDocumentation: "https://github.com/sharedos/sharedos/blob/main/docs/protocol.md#execution-tokens",
+	}))
+}
+
+// Handler is the endpoint's handler (Mount serves it with the metadata).
+func (f *Front) Handler() http.Handler { return f.handler }
+
+// Token is a minted execution token.
+type Token struct {
+	Token  string
+	Claims Claims
+}
+
+// Mint mints an execution token for the open turn access names, for its
+// lease holder (access carries the lease; Describe checks it). The token
+// binds the catalogue the turn holds, resolved now if it was not yet.
+// ttl 0 is DefaultTokenLifetime; more than MaxTokenLifetime is refused.
+func (f *Front) Mint(ctx context.Context, access authority.AccessContext, ttl time.Duration) (Token, error) {
+	switch {
+	case ttl == 0:
+		ttl = DefaultTokenLifetime
+	case ttl < 0 || ttl > MaxTokenLifetime:
+		return Token{}, reason.New(reason.InvalidRequest, "token lifetime %v is outside (0, %v]", ttl, MaxTokenLifetime)
+	}
+	info, err := f.k.Describe(ctx, access)
+	if err != nil {
+		return Token{}, err
+	}
+	now := f.opts.Clock()
+	c := Claims{
+		V: TokenVersion, ID: tokenID(), Turn: info.TurnID, Node: f.k.Node(), CatalogHash: info.CatalogHash,
+		Tenant: info.Tenant, Principal: info.Principal, Credential: info.CredentialProfile, Attributes: info.Attributes,
+		Audience: f.opts.URL, IssuedAt: now.UnixMilli(), Expires: now.Add(ttl).UnixMilli(),
+	}
+	tok, err := signToken(f.opts.Key, &c)
+	if err != nil {
+		return Token{}, reason.New(reason.Internal, "signing token: %v", err)
+	}
+	op := access
+	op.Transport, op.Now, op.EnabledNamespaces = Transport, time.Time{}, nil
+	op.Attributes = info.Attributes
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	e := f.turns[info.TurnID]
+	if e == nil {
+		f.sweepLocked(now)
+		if len(f.turns) >= f.opts.MaxTurns {
+			return Token{}, reason.New(reason.Overloaded, "the MCP front of node %s serves %d turns", f.k.Node(), len(f.turns))
+		}
+		e = &turnEntry{hash: info.CatalogHash}
+		e.server = f.newServer(e)
+		f.turns[info.TurnID] = e
+	}
+	// The latest minter's lease is the one the front operates with.
+	e.access, e.closed = op, false
+	if exp := c.ExpiresAt(); exp.After(e.expires) {
+		e.expires = exp
+	}
+	return Token{Token: tok, Claims: c}, nil
+}
+
+// sweepLocked forgets turns none of whose tokens can still be admitted.
+func (f *Front) sweepLocked(now time.Time) {
+	for id, e := range f.turns {
+		if !now.Before(e.expires) {
+			delete(f.turns, id)
+		}
+	}
+}
+
+// TurnClosed tells the front a turn closed: its tokens are refused from
+// now on (the node calls it on turn.closed).
+func (f *Front) TurnClosed(turnID string) {
+	f.mu.RLock()
+	e := f.turns[turnID]
+	f.mu.RUnlock()
+	if e != nil {
+		f.markClosed(e)
+	}
+}
+
+func (f *Front) markClosed(e *turnEntry) {
+	f.mu.Lock()
+	e.closed = true
+	f.mu.Unlock()
+}
+
+// Turns is how many turns the front holds tokens for.
+func (f *Front) Turns() int {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return len(f.turns)
+}
+
+type claimsKey struct{}
+type entryKey struct{}
+
+// verify is the auth.TokenVerifier: signature, expiry, audience.
+func (f *Front) verify(_ context.Context, tok string, _ *http.Request) (*auth.TokenInfo, error) {
+	c, err := parseToken(tok, f.keys)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkClaims(c, f.opts.URL, f.opts.Clock()); err != nil {
+		return nil, err
+	}
+	return &auth.TokenInfo{UserID: c.Tenant + "/" + c.Principal, Extra: map[string]any{"claims": c}}, nil
+}
+
+// forbid refuses a verified token that the turn does not admit: 403, with
+// the reason in the body and in WWW-Authenticate.
+func (f *Front) forbid(w http.ResponseWriter, format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	w.Header().Set("WWW-Authenticate", fmt.Sprintf(`Bearer resource_metadata=%q, error="invalid_token", error_description=%q`, f.metaURL, msg))
+	http.Error(w, "forbidden: "+msg, http.StatusForbidden)
+}
+
+// bind admits a verified token only for the open turn it names, holding
+// the catalogue it binds, under the authority it names.
+func (f *Front) bind(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ti := auth.TokenInfoFromContext(r.Context())
+		c, _ := ti.Extra["claims"].(*Claims)
+		if c == nil {
+			f.forbid(w, "no execution token claims")
+			return
+		}
+		f.mu.RLock()
+		e := f.turns[c.Turn]
+		var closed bool
+		var hash string
+		var access authority.AccessContext
+		if e != nil {
+			closed, hash, access = e.closed, e.hash, e.access
+		}
+		f.mu.RUnlock()
+		switch {
+		case e == nil && c.Node != f.k.Node():
+			f.forbid(w, "turn %s is served by node %s, not %s", c.Turn, c.Node, f.k.Node())
+		case e == nil:
+			f.forbid(w, "no open turn %s on node %s (closed, or its tokens expired)", c.Turn, c.Node)
+		case closed:
+			f.forbid(w, "turn %s is closed", c.Turn)
+		case c.Tenant != access.Tenant:
+			f.forbid(w, "the token is for tenant %q; turn %s is not", c.Tenant, c.Turn)
+		case !c.sameAuthority(access.Tenant, access.Principal, access.CredentialProfile, access.Attributes):
+			f.forbid(w, "the token's principal is not turn %s's", c.Turn)
+		case c.CatalogHash != hash:
+			f.forbid(w, "the token binds catalogue %s but turn %s holds %s: a token minted for another catalogue cannot reconnect", short(c.CatalogHash), c.Turn, short(hash))
+		default:
+			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), entryKey{}, e)))
+		}
+	})
+}
+
+func short(h string) string {
+	if len(h) > 12 {
+		return h[:12]
+	}
+	return h
+}
+
+// getServer is the turn's server, chosen by bind from the verified token.
+func (f *Front) getServer(r *http.Request) *mcp.Server {
+	if e, ok := r.Context().Value(entryKey{}).(*turnEntry); ok {
+		return e.server
+	}
+	return nil
+}
+
+// checkOrigin refuses a browser request from an origin not allowed (the
+// SDK's CrossOriginProtection lets any request with no Origin through and
+// allows same-origin by Sec-Fetch-Site, which a non-browser can forge).
+func (f *Front) checkOrigin(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if o := r.Header.Get("Origin"); o != "" && !strings.EqualFold(o, f.origin) && !slices.Contains(f.opts.AllowedOrigins, o) {
+			http.Error(w, fmt.Sprintf("forbidden: origin %q is not allowed", o), http.StatusForbidden)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}

@@ -1,0 +1,182 @@
+package mcpfront
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/sharedos/sharedos/actors"
+	"github.com/sharedos/sharedos/reason"
+)
+
+// Version is the implementation version the front reports.
+const Version = "0.1.0"
+
+// Meta keys on results.
+const (
+	MetaCatalogHash = "io.sharedos/catalogHash"
+	MetaCallID      = "io.sharedos/callId"
+)
+
+// CodeRefused is the JSON-RPC error code of a listing the turn refused
+// (turn closed, not found, ...); its data is {code, message}.
+const CodeRefused = -32000
+
+// newServer is the turn's mcp.Server. Its tools are not registered on it:
+// tools/list and tools/call are answered by the turn itself, through the
+// kernel, so what a listing shows follows live authority and namespaces
+// at its instant, and every call is decided by the turn actor.
+func (f *Front) newServer(e *turnEntry) *mcp.Server {
+	s := mcp.NewServer(&mcp.Implementation{Name: "sharedos", Title: "SharedOS turn", Version: Version}, &mcp.ServerOptions{
+		// tools, and nothing else; listChanged false: the turn pins its
+		// catalogue (ADR 0026), so the list never changes under a client.
+		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: false}},
+		Instructions: "Tools of one SharedOS turn. Every call is checked against the turn's live grants.",
+		Logger:       f.opts.Logger,
+	})
+	s.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			switch method {
+			case "tools/list":
+				return f.list(ctx, e, req.(*mcp.ListToolsRequest))
+			case "tools/call":
+				return f.call(ctx, e, req.(*mcp.CallToolRequest))
+			case "prompts/list", "prompts/get", "resources/list", "resources/read", "resources/templates/list",
+				"resources/subscribe", "resources/unsubscribe", "completion/complete", "logging/setLevel":
+				// Capabilities this server does not declare.
+				return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "method not found: " + method}
+			}
+			return next(ctx, method, req)
+		}
+	})
+	return s
+}
+
+func (f *Front) list(ctx context.Context, e *turnEntry, req *mcp.ListToolsRequest) (*mcp.ListToolsResult, error) {
+	ctx, cancel := context.WithTimeout(ctx, f.opts.RequestTimeout)
+	defer cancel()
+	f.mu.RLock()
+	access := e.access
+	f.mu.RUnlock()
+	page := actors.ListPage{MaxTools: f.opts.PageSize}
+	if req.Params != nil {
+		page.After = req.Params.Cursor
+	}
+	l, err := f.k.ListToolsPage(ctx, access, page)
+	if err != nil {
+		f.noteRefusal(e, err)
+		if reason.Of(err) == reason.InvalidRequest && page.After != "" {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "invalid cursor: " + err.Error()}
+		}
+		return nil, refusedError(err)
+	}
+	res := &mcp.ListToolsResult{Tools: make([]*mcp.Tool, len(l.Tools)), NextCursor: l.NextCursor}
+	res.Meta = mcp.Meta{MetaCatalogHash: l.CatalogHash}
+	res.TTLMs = int(f.opts.ListTTL.Milliseconds())
+	res.CacheScope = "private" // one token's view: never shared
+	for i, t := range l.Tools {
+		mt := &mcp.Tool{Name: t.Alias, Description: t.Description, InputSchema: json.RawMessage(t.InputSchema)}
+		if len(t.OutputSchema) > 0 {
+			mt.OutputSchema = json.RawMessage(t.OutputSchema)
+		}
+		if len(t.Annotations) > 0 {
+			var a mcp.ToolAnnotations
+			if json.Unmarshal(t.Annotations, &a) == nil {
+				mt.Annotations = &a
+			}
+		}
+		res.Tools[i] = mt
+	}
+	return res, nil
+}
+
+func (f *Front) call(ctx context.Context, e *turnEntry, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	ctx, cancel := context.WithTimeout(ctx, f.opts.RequestTimeout)
+	defer cancel()
+	f.mu.RLock()
+	access := e.access
+	f.mu.RUnlock()
+	args := []byte(req.Params.Arguments)
+	if len(args) == 0 || string(args) == "null" {
+		args = []byte("{}")
+	}
+	res, err := f.k.Invoke(ctx, access, req.Params.Name, args)
+	if err != nil {
+		f.noteRefusal(e, err)
+		if reason.Of(err) == reason.UnknownTool {
+			// A name this turn never showed: a protocol error, as for any
+			// MCP server asked for a tool it does not have.
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", req.Params.Name)}
+		}
+		return refusal(err), nil
+	}
+	out := &mcp.CallToolResult{IsError: res.Result.IsError, Meta: mcp.Meta{MetaCatalogHash: res.CatalogHash, MetaCallID: res.CallID}}
+	text := res.Result.Text
+	if len(res.Result.Structured) > 0 {
+		out.StructuredContent = json.RawMessage(res.Result.Structured)
+		if text == "" {
+			text = string(res.Result.Structured)
+		}
+	}
+	out.Content = []mcp.Content{&mcp.TextContent{Text: text}}
+	return out, nil
+}
+
+// Refusal is the structuredContent of a refused or failed call.
+type Refusal struct {
+	Code         string `json:"code"`
+	Message      string `json:"message"`
+	CallID       string `json:"callId,omitempty"`
+	CatalogHash  string `json:"catalogHash,omitempty"`
+	RetryAfterMs int64  `json:"retryAfterMs,omitempty"`
+	// Dispatched says whether the call reached its provider (absent when
+	// the node cannot tell).
+	Dispatched *bool `json:"dispatched,omitempty"`
+}
+
+// refusal is a call the turn refused or that failed: an MCP tool error
+// whose structuredContent carries the reason code and message.
+func refusal(err error) *mcp.CallToolResult {
+	r := Refusal{Code: string(reason.Of(err)), Message: err.Error()}
+	var re *reason.Error
+	if errors.As(err, &re) {
+		r.Message = re.Message
+		r.RetryAfterMs = re.RetryAfter.Milliseconds()
+	}
+	var ce *actors.CallError
+	if errors.As(err, &ce) {
+		r.CallID, r.CatalogHash = ce.CallID, ce.CatalogHash
+		if ce.Dispatch != actors.DispatchUnknown {
+			d := ce.Dispatch == actors.Dispatched
+			r.Dispatched = &d
+		}
+	}
+	return &mcp.CallToolResult{
+		IsError:           true,
+		Content:           []mcp.Content{&mcp.TextContent{Text: r.Code + ": " + r.Message}},
+		StructuredContent: r,
+	}
+}
+
+// refusedError is a refused listing as a JSON-RPC error.
+func refusedError(err error) error {
+	return &jsonrpc.Error{Code: CodeRefused, Message: err.Error(), Data: mustJSON(map[string]string{"code": string(reason.Of(err)), "message": err.Error()})}
+}
+
+func mustJSON(v any) json.RawMessage {
+	b, _ := json.Marshal(v)
+	return b
+}
+
+// noteRefusal marks the turn closed when the kernel says so: its tokens
+// are refused 403 from the next request on.
+func (f *Front) noteRefusal(e *turnEntry, err error) {
+	switch reason.Of(err) {
+	case reason.TurnClosed, reason.TurnNotFound:
+		f.markClosed(e)
+	}
+}
