@@ -85,7 +85,7 @@ func TestReadmeCommands(t *testing.T) {
 	if got := cli(0, "turn", "invoke", "notes_get", `{"space":"acme","title":"plan"}`, "--timeout", "20s", "--turn", opened["turn"].(string)); got["text"] != "ship the kernel" {
 		t.Fatalf("invoke with trailing flags printed %v", got)
 	}
-	if ns := cli(0, "turn", "namespaces"); len(ns["namespaces"].([]any)) != 3 || ns["namespaces"].([]any)[0].(map[string]any)["name"] == nil {
+	if ns := cli(0, "turn", "namespaces"); len(ns["namespaces"].([]any)) != 4 || ns["namespaces"].([]any)[0].(map[string]any)["name"] == nil {
 		t.Fatalf("namespaces printed %v", ns)
 	}
 	cli(0, "turn", "ns-set", "text")

@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
@@ -26,6 +27,7 @@ import (
 	"github.com/sharedos/sharedos/internal/audit"
 	"github.com/sharedos/sharedos/internal/config"
 	"github.com/sharedos/sharedos/internal/identity"
+	"github.com/sharedos/sharedos/internal/mcpprovider"
 	"github.com/sharedos/sharedos/internal/natsfront"
 	"github.com/sharedos/sharedos/internal/natsserver"
 	"github.com/sharedos/sharedos/internal/providers"
@@ -44,6 +46,9 @@ type Options struct {
 	// Hostable are the providers a config may ask the node to host
 	// (providers[].host); default {"calendar": the example provider}.
 	Hostable map[string]provider.Provider
+	// MCPServers are the in-process MCP servers a config may name
+	// (providers[].mcp.transport: memory); default DefaultMCPServers().
+	MCPServers map[string]*mcp.Server
 
 	// Audit checkpoints (docs/audit.md). AuditKeyFile is the Ed25519
 	// signing key, default <data_dir>/keys/audit-ed25519.key (created if
@@ -62,6 +67,7 @@ type Node struct {
 	kernel  *actors.Kernel
 	front   *natsfront.Front
 	hosts   []*provider.Host
+	mcp     []*mcpprovider.Provider // kind mcp (internal/node/mcp.go)
 	httpSrv *http.Server
 	httpLn  net.Listener
 	metrics *metrics
@@ -161,6 +167,15 @@ func Start(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err 
 		}
 		ps = append(ps, providers.NewRemote(n.nc, p.ID, cfg.NATS.Prefix, providers.WithLogger(n.log), providers.WithSigner(n.key)))
 	}
+	if opts.MCPServers == nil {
+		opts.MCPServers = DefaultMCPServers()
+	}
+	if err := n.startMCP(cfg, opts.MCPServers); err != nil {
+		return nil, err
+	}
+	for _, mp := range n.mcp {
+		ps = append(ps, mp)
+	}
 	ps = append(ps, opts.Providers...)
 	var kernelRef atomic.Pointer[actors.Kernel]
 	n.metrics = newMetrics(openTurnsGauge(func(ctx context.Context) (int, error) {
@@ -169,6 +184,7 @@ func Start(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err 
 		}
 		return 0, nil
 	}), time.Duration(cfg.Kernel.ResolveTimeout), time.Duration(cfg.Kernel.CallTimeout))
+	n.registerMCPMetrics()
 	n.kernel, err = actors.New(actors.Options{
 		Node: cfg.Node.ID, Providers: ps, Required: cfg.Required(), Authority: auth,
 		Sink:        observingSink{next: n.checkpoints, m: n.metrics},
@@ -373,6 +389,7 @@ func (n *Node) serveHTTP() error {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(n.metrics.reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /status", n.serveStatus)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte("ok\n"))
 	})
@@ -451,6 +468,9 @@ func (n *Node) Shutdown(ctx context.Context) error {
 		}
 		for _, h := range n.hosts {
 			errs = append(errs, h.Stop(ctx))
+		}
+		for _, mp := range n.mcp {
+			errs = append(errs, mp.Close())
 		}
 		for _, c := range n.conns {
 			c.Close()
