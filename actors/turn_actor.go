@@ -269,7 +269,7 @@ func (a *turnActor) attach(ctx actor.Context, sender *actor.PID, msg *attachLeas
 		return
 	}
 	id := mintID()
-	rec, err := a.m.Attached(a.now(), id, len(a.leases)+1)
+	rec, err := a.m.Attached(a.now(), id, msg.access.Caller, len(a.leases)+1)
 	if err != nil {
 		ctx.Send(sender, err)
 		return

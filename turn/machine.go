@@ -106,7 +106,7 @@ func New(cfg Config, access authority.AccessContext) (*Machine, *audit.Record) {
 		ns:     normalizeNamespaces(access.EnabledNamespaces),
 		last:   access.Now,
 	}
-	return m, m.record(access.Now, &audit.Event{Type: audit.TurnOpened, Namespaces: m.ns})
+	return m, m.record(access.Now, &audit.Event{Type: audit.TurnOpened, Namespaces: m.ns, Caller: access.Caller})
 }
 
 func normalizeNamespaces(ns []string) []string {
@@ -516,13 +516,14 @@ func (m *Machine) Complete(now time.Time, c Completion) (*audit.Record, error) {
 }
 
 // Attached records that another caller took a lease on the open turn;
-// holders is how many leases the turn holds now. Only the lease id's hash
-// is recorded: the id is a capability.
-func (m *Machine) Attached(now time.Time, leaseID string, holders int) (*audit.Record, error) {
+// caller is the bus identity taking it; holders is how many leases the
+// turn holds now. Only the lease id's hash is recorded: the id is a
+// capability.
+func (m *Machine) Attached(now time.Time, leaseID, caller string, holders int) (*audit.Record, error) {
 	if m.phase != open {
 		return nil, reason.New(reason.TurnClosed, "turn %s is closed", m.access.TurnID)
 	}
-	return m.record(m.at(now), &audit.Event{Type: audit.TurnAttached, Lease: &audit.Lease{IDHash: argsHash([]byte(leaseID)), Holders: holders}}), nil
+	return m.record(m.at(now), &audit.Event{Type: audit.TurnAttached, Caller: caller, Lease: &audit.Lease{IDHash: argsHash([]byte(leaseID)), Holders: holders}}), nil
 }
 
 // Detached records that a caller released its lease; holders is how many

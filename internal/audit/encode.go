@@ -38,6 +38,10 @@ func appendEvent(b []byte, ev *Event) []byte {
 		b = append(b, `,"transport":`...)
 		b = appendString(b, ev.Transport)
 	}
+	if ev.Caller != "" {
+		b = append(b, `,"caller":`...)
+		b = appendString(b, ev.Caller)
+	}
 	b = append(b, `,"seq":`...)
 	b = strconv.AppendUint(b, ev.Seq, 10)
 	b = append(b, `,"prev_hash":`...)

@@ -46,7 +46,11 @@ type Event struct {
 	// tool.catalog.listed, tool.invoked and tool.completed; empty for
 	// in-process and NATS callers.
 	Transport string `json:"transport,omitempty"`
-	Seq       uint64 `json:"seq"`
+	// Caller is the bus identity that opened the turn or took the lease,
+	// on turn.opened and turn.attached, as the bus established it
+	// (docs/security.md); empty when the front does not authenticate.
+	Caller string `json:"caller,omitempty"`
+	Seq    uint64 `json:"seq"`
 	PrevHash  string `json:"prev_hash"`
 	// CatalogHash: on tool.catalog.resolved (when it succeeded),
 	// tool.catalog.listed, tool.invoked, tool.completed and turn.closed
