@@ -90,9 +90,9 @@ type TurnHead struct {
 }
 
 // CheckpointSubject is the subject node publishes its checkpoints on:
-// "<prefix>.audit.checkpoint.<node>". It has one token fewer than any
-// event subject ("<prefix>.audit.<tenant>.<type>", every type having at
-// least two tokens), so event filters never match it.
+// "<prefix>.audit.checkpoint.<node>". Checkpoints are stored as they are,
+// one per message, next to the segments ("<prefix>.audit.seg.<tenant>");
+// a segment filter never matches them.
 func CheckpointSubject(prefix, node string) string {
 	return prefix + ".audit.checkpoint." + node
 }

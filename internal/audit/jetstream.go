@@ -2,6 +2,7 @@ package audit
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -29,10 +30,16 @@ const (
 	DefaultStream     = "SHAREDOS_AUDIT"
 	DefaultMaxAge     = 30 * 24 * time.Hour
 	DefaultAckTimeout = 5 * time.Second
-	DefaultMaxPending = 4096
-	DefaultStallWait  = 200 * time.Millisecond
-	// DuplicateWindow is the stream's deduplication window: a record
-	// re-published (same event id, hence same Nats-Msg-Id) within it is
+	// DefaultMaxPending and DefaultMaxPendingBytes bound the records
+	// queued for the writer (not yet taken into a commit).
+	DefaultMaxPending      = 16384
+	DefaultMaxPendingBytes = 32 << 20
+	DefaultStallWait       = 200 * time.Millisecond
+	// DefaultMaxSegmentBytes bounds one segment (one stored message);
+	// it must stay below the server's maximum message size.
+	DefaultMaxSegmentBytes = 512 << 10
+	// DuplicateWindow is the stream's deduplication window: a segment
+	// re-published (same segment id, hence same Nats-Msg-Id) within it is
 	// stored once.
 	DuplicateWindow = 2 * time.Minute
 )
@@ -40,19 +47,22 @@ const (
 // Durability modes.
 const (
 	// DurabilityAcked: a receipt completes when the stream acknowledged
-	// the record (or the publish failed).
+	// the segment holding the record (or its publish failed).
 	DurabilityAcked = "acked"
 	// DurabilityAsync: Emit returns a completed receipt at once; the
-	// record is still published and failures are logged and reported.
+	// record is still written and failures are logged and reported.
 	DurabilityAsync = "async"
 )
 
-// Headers set on every published record. Nats-Msg-Id (the event id) is
-// set too, for deduplication.
+// Headers. A segment carries Nats-Msg-Id (its segment id) and
+// HeaderSegment; segments have no per-record headers (the records are in
+// the payload). HeaderTurn, HeaderSeq and HeaderHash are on the per-record
+// messages of streams written before segments, which readers still read.
 const (
-	HeaderTurn = "Sharedos-Turn"
-	HeaderSeq  = "Sharedos-Seq"
-	HeaderHash = "Sharedos-Hash"
+	HeaderSegment = "Sharedos-Segment"
+	HeaderTurn    = "Sharedos-Turn"
+	HeaderSeq     = "Sharedos-Seq"
+	HeaderHash    = "Sharedos-Hash"
 )
 
 // JetStreamOptions configures a JetStreamSink. The zero value is usable.
@@ -69,92 +79,132 @@ type JetStreamOptions struct {
 	// Durability is "acked" (default) or "async"; see DurabilityAcked and
 	// DurabilityAsync.
 	Durability string
-	// FailOpen makes receipts complete nil even when the publish failed
+	// FailOpen makes receipts complete nil even when the write failed
 	// (the failure is logged at Error and reported to OnPublish): the
 	// node keeps serving when the audit stream is down.
 	FailOpen bool
-	// AckTimeout bounds how long a publish may wait for its ack, default
-	// 5s; a publish not acked by then fails its receipt. It is counted
-	// from the moment Emit hands the record to the connection, so a
-	// receipt resolves at most StallWait+AckTimeout after Emit was called.
+	// AckTimeout bounds how long one commit waits for the stream to
+	// acknowledge its segments, default 5s; a segment not acked by then
+	// fails the receipts of its records.
 	AckTimeout time.Duration
-	// MaxPending bounds the publishes in flight (sent, not yet acked),
-	// default 4096.
-	MaxPending int
-	// StallWait is how long Emit may block when MaxPending publishes are
-	// in flight before it gives up and fails the record, default 200ms.
+	// MaxSegmentBytes bounds one segment, default 512 KiB: a commit
+	// writes a tenant's records in as many segments as this needs. A
+	// record larger than it is written in a segment of its own (and fails
+	// if the server refuses a message that large). Keep it below the
+	// server's max_payload.
+	MaxSegmentBytes int
+	// MaxWait is how long the writer may wait, once a record is queued,
+	// for more records before it commits, default 0: it commits as soon
+	// as the previous commit is acknowledged (records queue meanwhile, so
+	// a group grows with the load without any added wait). A positive
+	// MaxWait trades latency for fewer, larger segments; the writer
+	// commits early when MaxSegmentBytes are queued.
+	MaxWait time.Duration
+	// MaxPending and MaxPendingBytes bound the records queued for the
+	// writer, defaults 16,384 records and 32 MiB. When either is reached
+	// Emit waits up to StallWait for the writer to take the queue, then
+	// refuses the record with reason overloaded.
+	MaxPending      int
+	MaxPendingBytes int
+	// StallWait is how long Emit may wait on a full queue, default 200ms.
 	StallWait time.Duration
-	// Logger receives publish failures. nil uses slog.Default().
+	// NoLive turns off the live copies: by default each stored record is
+	// also published, after its segment is acknowledged, as a core NATS
+	// message on Subject(prefix, tenant, type) for watchers.
+	NoLive bool
+	// Logger receives write failures. nil uses slog.Default().
 	Logger *slog.Logger
-	// OnPublish is called (from any goroutine) after each ack or failure,
-	// with the latency from Emit; for metrics. May be nil. It must not
-	// block: it runs on the connection's ack-processing path.
+	// OnPublish is called once per record, from the writer goroutine,
+	// when the record's segment was acked or failed, with the latency
+	// from Emit; for metrics. May be nil. It must not block.
 	OnPublish func(latency time.Duration, err error)
 }
 
-// JetStreamSink is a Sink that publishes each record to a JetStream
-// stream, asynchronously, and completes its receipt when the stream
-// acknowledges it.
+// JetStreamSink is a Sink that writes records to a JetStream stream by
+// group commit: one writer goroutine takes every record queued since its
+// last commit and stores them as one segment per tenant (see segment.go
+// and docs/audit.md), one stream message each — one fsync for the whole
+// group instead of one per record. In acked mode a record's receipt
+// completes when the segment holding it is acknowledged.
 //
-// Records are published with PublishMsgAsync from the goroutine that calls
-// Emit, so the records one goroutine emits reach the server, and are
-// stored, in the order they were emitted; a turn's chain stays in order.
-// Publishes are never retried by the sink (a retry could store a record
-// after its successor): a failed receipt means "not known to be stored",
-// and re-emitting the same record later is safe, since the event id is
-// the message id and the stream deduplicates within DuplicateWindow.
+// Order: records are queued in the order Emit is called and a commit's
+// segments are acknowledged before the next commit is made, so the
+// records one goroutine emits are stored in the order it emitted them; a
+// turn's chain stays in order. Segments are never retried by the sink (a
+// retry after a later commit could store a record after its successor): a
+// failed receipt means "not known to be stored". Each segment carries a
+// unique segment id as Nats-Msg-Id, so a segment stored twice within
+// DuplicateWindow is kept once; readers drop a record repeated with the
+// same event id and bytes (a record re-emitted after a failed receipt
+// may be stored in two segments).
 //
-// The sink starts no goroutines of its own: receipts are completed by the
-// jetstream publisher's ack and error callbacks. jetstream's async
-// publisher keeps one reply subscription and one status goroutine per sink
-// until the connection closes, so create one sink per connection, not one
-// per unit of work.
+// Bounded: at most MaxPending records (MaxPendingBytes) wait for the
+// writer, plus the one commit in flight; beyond that Emit waits at most
+// StallWait, then refuses with reason overloaded.
 type JetStreamSink struct {
+	nc        *nats.Conn
 	js        jetstream.JetStream
 	stream    string
 	prefix    string
 	acked     bool
 	failOpen  bool
+	live      bool
+	maxSeg    int
+	maxWait   time.Duration
+	maxRecs   int
+	maxBytes  int
+	stallWait time.Duration
 	log       *slog.Logger
 	onPublish func(time.Duration, error)
-	stallWait jetstream.PublishOpt
-	noRetry   jetstream.PublishOpt
+	segID     string // "<random incarnation>-": segment ids are segID + a counter
+	pubOpts   [2]jetstream.PublishOpt
 
-	mu      sync.Mutex
-	pending map[*nats.Msg]*jsPub
-	head    *jsPub // oldest pending, in registration order
-	tail    *jsPub
-	n       uint64 // records registered so far
-	waiters []flushWaiter
-	closed  bool
+	mu        sync.Mutex
+	queue     *group // records emitted since the writer last took the queue
+	n         uint64 // records accepted so far
+	resolved  uint64 // records whose outcome is known (their receipts are completing)
+	committed uint64 // records whose commit finished: receipts, OnPublish and live copies done
+	progress  chan struct{}
+	closed    bool
+
+	wake  chan struct{} // the queue became non-empty
+	full  chan struct{} // MaxSegmentBytes queued (only with MaxWait)
+	quit  chan struct{} // Close was called
+	abort chan struct{} // Close's context ended: fail what is left
+	done  chan struct{} // the writer returned
+
+	closeOnce, abortOnce sync.Once
+	segSeq               uint64 // writer only
 
 	logLast       atomic.Int64 // unix nanos of the last failure logged
 	logSuppressed atomic.Int64
 }
 
-type flushWaiter struct {
-	upTo uint64
-	ch   chan struct{}
+// group is what one commit writes: the queued records, by tenant.
+type group struct {
+	segs     []*segment
+	byTenant map[string]*segment // each tenant's segment still taking records
+	records  int
+	bytes    int
 }
 
-// jsPub is one record in flight. It is also the Receipt in acked mode.
-type jsPub struct {
-	msg        nats.Msg
-	hv         [3]string // header value storage: turn, seq, hash
-	opts       [3]jetstream.PublishOpt
-	rec        *Record
-	start      time.Time
-	n          uint64
-	prev, next *jsPub
-	done       chan struct{} // nil in async mode
-	err        error
+// segment is one tenant's records of one commit. It is also the Receipt
+// of each of them in acked mode.
+type segment struct {
+	tenant string
+	recs   []*Record
+	starts []time.Time
+	size   int           // encoded size
+	done   chan struct{} // nil in async mode
+	err    error
 }
 
-func (p *jsPub) Done() <-chan struct{} { return p.done }
-func (p *jsPub) Err() error            { return p.err }
+func (g *segment) Done() <-chan struct{} { return g.done }
+func (g *segment) Err() error            { return g.err }
 
-// NewJetStreamSink creates or updates the audit stream and returns a sink
-// publishing to it over nc. ctx bounds the stream creation only.
+// NewJetStreamSink creates or updates the audit stream, starts the
+// writer and returns a sink writing to the stream over nc. ctx bounds the
+// stream creation only. Close stops the writer.
 func NewJetStreamSink(ctx context.Context, nc *nats.Conn, opts JetStreamOptions) (*JetStreamSink, error) {
 	if nc == nil {
 		return nil, errors.New("audit: NewJetStreamSink: nil connection")
@@ -177,8 +227,14 @@ func NewJetStreamSink(ctx context.Context, nc *nats.Conn, opts JetStreamOptions)
 	if opts.AckTimeout == 0 {
 		opts.AckTimeout = DefaultAckTimeout
 	}
+	if opts.MaxSegmentBytes == 0 {
+		opts.MaxSegmentBytes = DefaultMaxSegmentBytes
+	}
 	if opts.MaxPending == 0 {
 		opts.MaxPending = DefaultMaxPending
+	}
+	if opts.MaxPendingBytes == 0 {
+		opts.MaxPendingBytes = DefaultMaxPendingBytes
 	}
 	if opts.StallWait == 0 {
 		opts.StallWait = DefaultStallWait
@@ -191,53 +247,62 @@ func NewJetStreamSink(ctx context.Context, nc *nats.Conn, opts JetStreamOptions)
 		return nil, fmt.Errorf("audit: invalid subject prefix %q: want dot-separated tokens of [A-Za-z0-9_-]", opts.Prefix)
 	case opts.Durability != DurabilityAcked && opts.Durability != DurabilityAsync:
 		return nil, fmt.Errorf("audit: invalid durability %q: want %q or %q", opts.Durability, DurabilityAcked, DurabilityAsync)
-	case opts.MaxAge < 0, opts.Replicas < 0, opts.AckTimeout < 0, opts.MaxPending < 0, opts.StallWait < 0:
-		return nil, errors.New("audit: negative MaxAge, Replicas, AckTimeout, MaxPending or StallWait")
+	case opts.MaxAge < 0, opts.Replicas < 0, opts.AckTimeout < 0, opts.MaxPending < 0, opts.MaxPendingBytes < 0,
+		opts.StallWait < 0, opts.MaxSegmentBytes < 0, opts.MaxWait < 0:
+		return nil, errors.New("audit: negative MaxAge, Replicas, AckTimeout, MaxPending, MaxPendingBytes, StallWait, MaxSegmentBytes or MaxWait")
+	case opts.MaxSegmentBytes < 1024 || opts.MaxSegmentBytes > MaxSegmentSize:
+		return nil, fmt.Errorf("audit: MaxSegmentBytes %d must be between 1 KiB and %d", opts.MaxSegmentBytes, MaxSegmentSize)
 	}
 
+	var inc [8]byte
+	if _, err := rand.Read(inc[:]); err != nil {
+		return nil, fmt.Errorf("audit: segment ids: %w", err)
+	}
 	s := &JetStreamSink{
+		nc:        nc,
 		stream:    opts.Stream,
 		prefix:    opts.Prefix,
 		acked:     opts.Durability == DurabilityAcked,
 		failOpen:  opts.FailOpen,
+		live:      !opts.NoLive,
+		maxSeg:    opts.MaxSegmentBytes,
+		maxWait:   opts.MaxWait,
+		maxRecs:   opts.MaxPending,
+		maxBytes:  opts.MaxPendingBytes,
+		stallWait: opts.StallWait,
 		log:       opts.Logger.With(slog.String("component", "audit"), slog.String("stream", opts.Stream)),
 		onPublish: opts.OnPublish,
-		pending:   make(map[*nats.Msg]*jsPub),
-		stallWait: jetstream.WithStallWait(opts.StallWait),
-		// No retry on "no responders": jetstream retries from a timer, so
-		// a retried record could be stored after its successor, breaking
-		// the turn's order.
-		noRetry: jetstream.WithRetryAttempts(0),
+		segID:     hex.EncodeToString(inc[:]) + "-",
+		queue:     newGroup(),
+		progress:  make(chan struct{}),
+		wake:      make(chan struct{}, 1),
+		full:      make(chan struct{}, 1),
+		quit:      make(chan struct{}),
+		abort:     make(chan struct{}),
+		done:      make(chan struct{}),
 	}
 	js, err := jetstream.New(nc,
-		jetstream.WithPublishAsyncMaxPending(opts.MaxPending),
 		// jetstream fails a publish not acked within AckTimeout (also
 		// after the connection closed, which its reconnect handling does
-		// not cover), which frees its MaxPending slot.
+		// not cover). Its in-flight bound is never reached: the writer
+		// has one commit in flight.
 		jetstream.WithPublishAsyncTimeout(opts.AckTimeout),
-		jetstream.WithPublishAsyncAckHandler(func(_ jetstream.JetStream, m *nats.Msg, ack *jetstream.PubAck) {
-			if ack.Stream != s.stream {
-				s.complete(m, fmt.Errorf("audit: record stored in stream %q, not %q", ack.Stream, s.stream))
-				return
-			}
-			s.complete(m, nil)
-		}),
-		// Called for API errors, no responders (no stream captures the
-		// subject), ack timeouts and disconnects. For timeouts it is
-		// called with the publisher's lock held: complete must not call
-		// back into js.
-		jetstream.WithPublishAsyncErrHandler(func(_ jetstream.JetStream, m *nats.Msg, err error) {
-			s.complete(m, err)
-		}),
+		jetstream.WithPublishAsyncMaxPending(1<<20),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("audit: jetstream: %w", err)
 	}
 	s.js = js
+	s.pubOpts = [2]jetstream.PublishOpt{
+		// No retry on "no responders": jetstream retries from a timer, so
+		// a retried segment could be stored after the next commit's.
+		jetstream.WithRetryAttempts(0),
+		jetstream.WithStallWait(opts.StallWait),
+	}
 
 	cfg := jetstream.StreamConfig{
 		Name:        opts.Stream,
-		Description: "SharedOS audit trail: hash-chained turn events",
+		Description: "SharedOS audit trail: segments of hash-chained turn events, and node checkpoints",
 		Subjects:    StreamSubjects(opts.Prefix),
 		Retention:   jetstream.LimitsPolicy,
 		Storage:     jetstream.FileStorage,
@@ -246,25 +311,36 @@ func NewJetStreamSink(ctx context.Context, nc *nats.Conn, opts JetStreamOptions)
 		Duplicates:  DuplicateWindow,
 		Discard:     jetstream.DiscardOld,
 		// PersistMode is left at the default: the stream never opts into
-		// asynchronous persistence, so an ack means the record was written
-		// to the store. Surviving a machine crash (not just a process
-		// crash) additionally needs the server to fsync every write:
-		// sync_always, which the embedded server sets
+		// asynchronous persistence, so an ack means the segment was
+		// written to the store. Surviving a machine crash (not just a
+		// process crash) additionally needs the server to fsync every
+		// write: sync_always, which the embedded server sets
 		// (natsserver.Options.SyncAlways); for an external cluster it is
-		// the operator's choice (or Replicas > 1).
+		// the operator's choice (or Replicas > 1). One fsync covers a
+		// whole segment.
 		PersistMode: jetstream.DefaultPersistMode,
 	}
+	// CreateOrUpdateStream also moves a stream made before segments
+	// (subjects "<prefix>.audit.>") to the segment subjects; the records
+	// it holds stay readable.
 	if _, err := js.CreateOrUpdateStream(ctx, cfg); err != nil {
 		return nil, fmt.Errorf("audit: create or update stream %s: %w", opts.Stream, err)
 	}
+	go s.run()
 	return s, nil
 }
 
-// Subject is the subject a record of tenant and type t is published on:
-// "<prefix>.audit.<tenant>.<type>". Types contain dots, so a tool.invoked
-// record of tenant acme goes to "sharedos.audit.acme.tool.invoked";
-// subscribers filter with "<prefix>.audit.<tenant>.>" or
-// "<prefix>.audit.*.tool.invoked".
+func newGroup() *group { return &group{byTenant: make(map[string]*segment, 1)} }
+
+// Subject is the live subject of a record of tenant and type t:
+// "<prefix>.audit.<tenant>.<type>". After a record's segment is stored,
+// the sink publishes the record's bytes there as a core NATS message, for
+// watchers; the stream does not capture these subjects. Types contain
+// dots, so a tool.invoked record of tenant acme goes to
+// "sharedos.audit.acme.tool.invoked"; watchers subscribe to
+// "<prefix>.audit.<tenant>.>" or "<prefix>.audit.*.tool.invoked". A live
+// subject always has at least three tokens after "audit"; segment and
+// checkpoint subjects have exactly two.
 //
 // The tenant must be one subject token: a tenant made only of
 // [A-Za-z0-9_-] (and not empty) is used as it is; any other tenant is
@@ -283,9 +359,27 @@ func TenantToken(tenant string) string {
 	return "~" + hex.EncodeToString([]byte(tenant))
 }
 
-// StreamSubjects are the subjects of the audit stream for prefix.
+// SegmentSubject is the subject the segments of tenant are stored on:
+// "<prefix>.audit.seg.<TenantToken(tenant)>". A reader of one tenant
+// filters its consumer on exactly this subject, so a NATS permission on
+// the consumer-create API subject can pin a reader to its tenant.
+func SegmentSubject(prefix, tenant string) string {
+	return prefix + ".audit.seg." + TenantToken(tenant)
+}
+
+// AllSegmentsSubject matches the segments of every tenant:
+// "<prefix>.audit.seg.*".
+func AllSegmentsSubject(prefix string) string { return prefix + ".audit.seg.*" }
+
+// AllCheckpointsSubject matches every node's checkpoints:
+// "<prefix>.audit.checkpoint.*".
+func AllCheckpointsSubject(prefix string) string { return prefix + ".audit.checkpoint.*" }
+
+// StreamSubjects are the subjects of the audit stream for prefix: the
+// segments and the checkpoints, nothing else (the live per-record
+// subjects stay out of it).
 func StreamSubjects(prefix string) []string {
-	return []string{prefix + ".audit.>"}
+	return []string{AllSegmentsSubject(prefix), AllCheckpointsSubject(prefix)}
 }
 
 func plainToken(s string) bool {
@@ -312,26 +406,17 @@ func validSubjectTokens(s string) bool {
 	return true
 }
 
-// headerSafe reports whether v survives a NATS header unchanged (nats.go
-// trims values and replaces CR and LF).
-func headerSafe(v string) bool {
-	for i := 0; i < len(v); i++ {
-		if v[i] <= ' ' || v[i] >= 0x7f {
-			return false
-		}
-	}
-	return v != ""
-}
-
-// Emit publishes rec. It does not wait for the server; it blocks only when
-// MaxPending publishes are in flight, for at most StallWait. rec (and
-// rec.Data) must not be modified afterwards.
+// Emit queues rec for the writer's next commit. It does not wait for the
+// server; it blocks only when the queue is full (MaxPending or
+// MaxPendingBytes), for at most StallWait, and then refuses the record
+// with reason overloaded. rec (and rec.Data) must not be modified
+// afterwards.
 //
 // In acked mode the receipt completes when the stream acknowledges the
-// record, or fails when the publish fails or AckTimeout passes (with
-// FailOpen it completes nil either way). In async mode the receipt is
-// complete at once. A closed sink refuses every record with a failed
-// receipt (completed nil with FailOpen).
+// segment holding the record, or fails when its publish fails or
+// AckTimeout passes (with FailOpen it completes nil either way). In async
+// mode the receipt is complete at once. A closed sink refuses every record
+// with a failed receipt (completed nil with FailOpen).
 func (s *JetStreamSink) Emit(rec *Record) Receipt {
 	start := time.Now()
 	if rec == nil || rec.Event == nil {
@@ -341,50 +426,73 @@ func (s *JetStreamSink) Emit(rec *Record) Receipt {
 	if !validSubjectTokens(string(ev.Type)) {
 		return s.refuse(start, rec, reason.New(reason.Internal, "audit: event type %q is not a valid subject suffix", ev.Type))
 	}
-	p := &jsPub{rec: rec, start: start}
-	p.msg.Subject = Subject(s.prefix, ev.Tenant, ev.Type)
-	p.msg.Data = rec.Data
-	p.hv = [3]string{ev.TurnID, strconv.FormatUint(ev.Seq, 10), rec.Hash}
-	h := make(nats.Header, 4) // + Nats-Msg-Id, set by WithMsgID
-	if headerSafe(ev.TurnID) {
-		h[HeaderTurn] = p.hv[0:1:1]
+	if len(rec.Data) == 0 {
+		return s.refuse(start, rec, reason.New(reason.Internal, "audit: empty record"))
 	}
-	h[HeaderSeq] = p.hv[1:2:2]
-	h[HeaderHash] = p.hv[2:3:3]
-	p.msg.Header = h
-	if s.acked {
-		p.done = make(chan struct{})
-	}
-
-	// Register before publishing: the ack can arrive before
-	// PublishMsgAsync returns.
+	size := SegmentRecordOverhead + len(rec.Data)
+	var stall *time.Timer
 	s.mu.Lock()
-	if s.closed {
+	for {
+		if s.closed {
+			s.mu.Unlock()
+			return s.refuse(start, rec, reason.New(unavailableCode, "audit: sink is closed"))
+		}
+		q := s.queue
+		if q.records == 0 || q.records < s.maxRecs && q.bytes+size <= s.maxBytes {
+			break
+		}
+		// Full: wait for the writer to take the queue, at most StallWait.
+		ch := s.progress
 		s.mu.Unlock()
-		return s.refuse(start, rec, reason.New(unavailableCode, "audit: sink is closed"))
+		if stall == nil {
+			stall = time.NewTimer(s.stallWait)
+			defer stall.Stop()
+		}
+		select {
+		case <-ch:
+		case <-stall.C:
+			return s.refuse(start, rec, reason.New(reason.Overloaded, "audit: the writer is behind: %d records queued (limits %d records, %d bytes)", q.records, s.maxRecs, s.maxBytes))
+		}
+		s.mu.Lock()
 	}
+	q := s.queue
+	seg := q.byTenant[ev.Tenant]
+	if seg == nil || seg.size+size > s.maxSeg {
+		seg = &segment{tenant: ev.Tenant, size: SegmentHeaderSize}
+		if s.acked {
+			seg.done = make(chan struct{})
+		}
+		q.byTenant[ev.Tenant] = seg
+		q.segs = append(q.segs, seg)
+	}
+	seg.recs = append(seg.recs, rec)
+	seg.starts = append(seg.starts, start)
+	seg.size += size
+	q.records++
+	q.bytes += size
 	s.n++
-	p.n = s.n
-	s.pending[&p.msg] = p
-	if s.tail == nil {
-		s.head, s.tail = p, p
-	} else {
-		p.prev, s.tail.next = s.tail, p
-		s.tail = p
-	}
+	first := q.records == 1
+	crossed := s.maxWait > 0 && q.bytes >= s.maxSeg && q.bytes-size < s.maxSeg
 	s.mu.Unlock()
-
-	p.opts = [3]jetstream.PublishOpt{s.stallWait, s.noRetry, jetstream.WithMsgID(ev.ID)}
-	if _, err := s.js.PublishMsgAsync(&p.msg, p.opts[:]...); err != nil {
-		s.complete(&p.msg, err)
+	if first {
+		select {
+		case s.wake <- struct{}{}:
+		default:
+		}
+	}
+	if crossed {
+		select {
+		case s.full <- struct{}{}:
+		default:
+		}
 	}
 	if !s.acked {
 		return stored
 	}
-	return p
+	return seg
 }
 
-// refuse reports a record that was never handed to the connection.
+// refuse reports a record that was never queued.
 func (s *JetStreamSink) refuse(start time.Time, rec *Record, err error) Receipt {
 	s.report(rec, time.Since(start), err)
 	if s.failOpen {
@@ -393,82 +501,153 @@ func (s *JetStreamSink) refuse(start time.Time, rec *Record, err error) Receipt 
 	return Completed(err)
 }
 
-// complete resolves the pending record m. Removing m from pending claims
-// it: a record completes once even if jetstream reports it twice (a
-// disconnect racing a failed write). It leaves the registration-order
-// list only once resolved, so Flush returns after the receipts and
-// OnPublish calls of the records it waited for.
-func (s *JetStreamSink) complete(m *nats.Msg, err error) {
+// run is the writer: it commits the queue whenever it is not empty,
+// one commit at a time, until Close.
+func (s *JetStreamSink) run() {
+	defer close(s.done)
+	var linger *time.Timer
+	if s.maxWait > 0 {
+		linger = time.NewTimer(time.Hour)
+		linger.Stop()
+		defer linger.Stop()
+	}
+	for {
+		select {
+		case <-s.wake:
+		case <-s.quit:
+			for g := s.take(); g != nil; g = s.take() {
+				s.commit(g)
+			}
+			return
+		}
+		if linger != nil {
+			linger.Reset(s.maxWait)
+			select {
+			case <-linger.C:
+			case <-s.full:
+				linger.Stop()
+			case <-s.quit:
+				linger.Stop()
+			}
+		}
+		if g := s.take(); g != nil {
+			s.commit(g)
+		}
+	}
+}
+
+// take swaps the queue for an empty one and returns it (nil when empty).
+func (s *JetStreamSink) take() *group {
 	s.mu.Lock()
-	p := s.pending[m]
-	if p == nil {
+	g := s.queue
+	if g.records == 0 {
 		s.mu.Unlock()
-		return
+		return nil
 	}
-	delete(s.pending, m)
+	s.queue = newGroup()
+	ch := s.progress
+	s.progress = make(chan struct{})
 	s.mu.Unlock()
-	s.resolve(p, err)
+	close(ch) // stalled Emits find room
+	select {
+	case <-s.full:
+	default:
+	}
+	return g
+}
+
+// commit writes g: one message per segment, all published before the
+// first ack is awaited, then waits for every ack, completes the receipts
+// and publishes the live copies.
+func (s *JetStreamSink) commit(g *group) {
+	futs := make([]jetstream.PubAckFuture, len(g.segs))
+	errs := make([]error, len(g.segs))
+	for i, seg := range g.segs {
+		b := appendSegmentHeader(make([]byte, 0, seg.size), len(seg.recs))
+		for _, r := range seg.recs {
+			b = appendSegmentRecord(b, r.Data)
+		}
+		s.segSeq++
+		msg := &nats.Msg{
+			Subject: SegmentSubject(s.prefix, seg.tenant),
+			Data:    b,
+			Header: nats.Header{
+				jetstream.MsgIDHeader: []string{s.segID + strconv.FormatUint(s.segSeq, 10)},
+				HeaderSegment:         []string{segmentHeaderValue},
+			},
+		}
+		futs[i], errs[i] = s.js.PublishMsgAsync(msg, s.pubOpts[:]...)
+	}
+	for i, f := range futs {
+		if errs[i] != nil {
+			continue
+		}
+		select {
+		case ack := <-f.Ok():
+			if ack.Stream != s.stream {
+				errs[i] = fmt.Errorf("audit: segment stored in stream %q, not %q", ack.Stream, s.stream)
+			}
+		case err := <-f.Err():
+			errs[i] = err
+		case <-s.abort:
+			errs[i] = errors.New("audit: sink closed before the stream acknowledged the segment")
+		}
+	}
 	s.mu.Lock()
-	flushed := s.unlinkLocked(p, nil)
+	s.resolved += uint64(g.records)
 	s.mu.Unlock()
-	for _, ch := range flushed {
-		close(ch)
+	for i, seg := range g.segs {
+		s.resolve(seg, errs[i])
 	}
-}
-
-// unlinkLocked removes p from the registration-order list and appends to
-// flushed the channels of the Flush calls that no longer wait for
-// anything, for the caller to close.
-func (s *JetStreamSink) unlinkLocked(p *jsPub, flushed []chan struct{}) []chan struct{} {
-	wasHead := p == s.head
-	if p.prev != nil {
-		p.prev.next = p.next
-	} else {
-		s.head = p.next
-	}
-	if p.next != nil {
-		p.next.prev = p.prev
-	} else {
-		s.tail = p.prev
-	}
-	p.prev, p.next = nil, nil
-	if !wasHead || len(s.waiters) == 0 {
-		return flushed
-	}
-	floor := s.n + 1 // the lowest record number still pending
-	if s.head != nil {
-		floor = s.head.n
-	}
-	kept := s.waiters[:0]
-	for _, w := range s.waiters {
-		if w.upTo < floor {
-			flushed = append(flushed, w.ch)
-		} else {
-			kept = append(kept, w)
+	if s.live {
+		for i, seg := range g.segs {
+			if errs[i] != nil {
+				continue
+			}
+			pfx := s.prefix + ".audit." + TenantToken(seg.tenant) + "."
+			for _, r := range seg.recs {
+				// A core publish only buffers; a failure here (closed
+				// connection) loses a live copy, never a stored record.
+				_ = s.nc.Publish(pfx+string(r.Event.Type), r.Data)
+			}
 		}
 	}
-	clear(s.waiters[len(kept):])
-	s.waiters = kept
-	return flushed
+	// Flush returns after the receipts and the live copies.
+	s.mu.Lock()
+	s.committed += uint64(g.records)
+	ch := s.progress
+	s.progress = make(chan struct{})
+	s.mu.Unlock()
+	close(ch)
 }
 
-func (s *JetStreamSink) resolve(p *jsPub, err error) {
+// segmentHeaderValue is HeaderSegment's value: the format version.
+var segmentHeaderValue = strconv.Itoa(SegmentVersion)
+
+func (s *JetStreamSink) resolve(seg *segment, err error) {
 	if err != nil {
-		err = fmt.Errorf("%w: %w", reason.New(unavailableCode, "audit: event %s (turn %s seq %d) not stored", p.rec.Event.ID, p.rec.Event.TurnID, p.rec.Event.Seq), err)
+		err = fmt.Errorf("%w: %w", reason.New(unavailableCode, "audit: segment of %d records (first: event %s, turn %s seq %d) not stored",
+			len(seg.recs), seg.recs[0].Event.ID, seg.recs[0].Event.TurnID, seg.recs[0].Event.Seq), err)
+		s.logFailure(seg.recs[0], len(seg.recs), err)
 	}
-	s.report(p.rec, time.Since(p.start), err)
-	if p.done != nil {
-		if !s.failOpen {
-			p.err = err
+	if s.onPublish != nil {
+		now := time.Now()
+		for _, st := range seg.starts {
+			s.onPublish(now.Sub(st), err)
 		}
-		close(p.done)
+	}
+	if seg.done != nil {
+		if !s.failOpen {
+			seg.err = err
+		}
+		close(seg.done)
 	}
 }
 
 // report logs a failure (rate-limited) and calls OnPublish.
 func (s *JetStreamSink) report(rec *Record, latency time.Duration, err error) {
 	if err != nil {
-		s.logFailure(rec, err)
+		s.logFailure(rec, 1, err)
 	}
 	if s.onPublish != nil {
 		s.onPublish(latency, err)
@@ -477,19 +656,19 @@ func (s *JetStreamSink) report(rec *Record, latency time.Duration, err error) {
 
 // logFailure logs at most one failure per second, counting the rest. A
 // failure the caller sees (acked, fail-closed) is a warning; one nobody
-// sees (FailOpen or async) is an error: an audit record is lost.
-func (s *JetStreamSink) logFailure(rec *Record, err error) {
+// sees (FailOpen or async) is an error: audit records are lost.
+func (s *JetStreamSink) logFailure(rec *Record, records int, err error) {
 	now := time.Now().UnixNano()
 	last := s.logLast.Load()
 	if now-last < int64(time.Second) || !s.logLast.CompareAndSwap(last, now) {
 		s.logSuppressed.Add(1)
 		return
 	}
-	level, msg := slog.LevelWarn, "audit record not stored; the receipt fails"
+	level, msg := slog.LevelWarn, "audit records not stored; their receipts fail"
 	if s.failOpen || !s.acked {
-		level, msg = slog.LevelError, "audit record not stored; continuing (fail-open or async durability)"
+		level, msg = slog.LevelError, "audit records not stored; continuing (fail-open or async durability)"
 	}
-	attrs := []slog.Attr{slog.String("error", err.Error())}
+	attrs := []slog.Attr{slog.String("error", err.Error()), slog.Int("records", records)}
 	if rec != nil && rec.Event != nil {
 		attrs = append(attrs, slog.String("event_id", rec.Event.ID), slog.String("turn_id", rec.Event.TurnID),
 			slog.Uint64("seq", rec.Event.Seq), slog.String("type", string(rec.Event.Type)))
@@ -500,11 +679,12 @@ func (s *JetStreamSink) logFailure(rec *Record, err error) {
 	s.log.LogAttrs(context.Background(), level, msg, attrs...)
 }
 
-// Pending returns the number of records emitted and not yet acked or failed.
+// Pending returns the number of records emitted and not yet acked or
+// failed (queued, or in the commit in flight).
 func (s *JetStreamSink) Pending() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.pending)
+	return int(s.n - s.resolved)
 }
 
 // Flush waits until every record emitted before the call is acked or
@@ -513,63 +693,43 @@ func (s *JetStreamSink) Pending() int {
 func (s *JetStreamSink) Flush(ctx context.Context) error {
 	s.mu.Lock()
 	upTo := s.n
-	if s.head == nil || s.head.n > upTo {
+	for s.committed < upTo {
+		ch := s.progress
 		s.mu.Unlock()
-		return nil
-	}
-	w := flushWaiter{upTo: upTo, ch: make(chan struct{})}
-	s.waiters = append(s.waiters, w)
-	s.mu.Unlock()
-	select {
-	case <-w.ch:
-		return nil
-	case <-ctx.Done():
-		s.mu.Lock()
-		for i, x := range s.waiters {
-			if x.ch == w.ch {
-				s.waiters = append(s.waiters[:i], s.waiters[i+1:]...)
-				break
-			}
+		select {
+		case <-ch:
+		case <-s.done:
+			// The writer is gone (closed and aborted); nothing more
+			// completes.
+			return errors.New("audit: flush: the sink's writer has stopped")
+		case <-ctx.Done():
+			return fmt.Errorf("audit: flush: %w", ctx.Err())
 		}
-		s.mu.Unlock()
-		return fmt.Errorf("audit: flush: %w", ctx.Err())
+		s.mu.Lock()
 	}
+	s.mu.Unlock()
+	return nil
 }
 
-// Close refuses further records, then waits for the pending ones like
-// Flush. If ctx ends first, the records still pending are failed (their
-// receipts complete with an error) and Close returns the context's error.
-// Close is idempotent; it does not close the connection.
+// Close refuses further records, lets the writer commit what is queued
+// and waits for it to stop. If ctx ends first, what is still queued or
+// awaiting its ack is failed (receipts complete with an error) and Close
+// returns the context's error. Close is idempotent; it does not close the
+// connection.
 func (s *JetStreamSink) Close(ctx context.Context) error {
 	s.mu.Lock()
 	s.closed = true
 	s.mu.Unlock()
-	err := s.Flush(ctx)
-	if err == nil {
+	s.closeOnce.Do(func() { close(s.quit) })
+	select {
+	case <-s.done:
 		return nil
+	case <-ctx.Done():
 	}
-	// Claim what is still pending; records already claimed by an ack or
-	// error callback are being resolved there.
 	s.mu.Lock()
-	var abandoned []*jsPub
-	for p := s.head; p != nil; p = p.next {
-		if s.pending[&p.msg] == p {
-			delete(s.pending, &p.msg)
-			abandoned = append(abandoned, p)
-		}
-	}
+	abandoned := s.n - s.committed
 	s.mu.Unlock()
-	for _, p := range abandoned {
-		s.resolve(p, errors.New("audit: sink closed before the stream acknowledged the record"))
-	}
-	var flushed []chan struct{}
-	s.mu.Lock()
-	for _, p := range abandoned {
-		flushed = s.unlinkLocked(p, flushed)
-	}
-	s.mu.Unlock()
-	for _, ch := range flushed {
-		close(ch)
-	}
-	return fmt.Errorf("audit: close: %d records abandoned: %w", len(abandoned), err)
+	s.abortOnce.Do(func() { close(s.abort) })
+	<-s.done
+	return fmt.Errorf("audit: close: %d records abandoned: %w", abandoned, ctx.Err())
 }

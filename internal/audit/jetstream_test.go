@@ -9,7 +9,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -146,20 +148,65 @@ func TestSubjectTenantToken(t *testing.T) {
 	if got, want := Subject("x.y", "a.b", TurnOpened), "x.y.audit.~612e62.turn.opened"; got != want {
 		t.Errorf("Subject = %q, want %q", got, want)
 	}
-	if got := StreamSubjects("sharedos"); len(got) != 1 || got[0] != "sharedos.audit.>" {
+	if got := StreamSubjects("sharedos"); !slices.Equal(got, []string{"sharedos.audit.seg.*", "sharedos.audit.checkpoint.*"}) {
 		t.Errorf("StreamSubjects = %q", got)
 	}
+	if got, want := SegmentSubject("x.y", "a.b"), "x.y.audit.seg.~612e62"; got != want {
+		t.Errorf("SegmentSubject = %q, want %q", got, want)
+	}
+	// A tenant named like the stream's own tokens keeps its live subjects
+	// out of the stream: they have three tokens or more after "audit".
+	for _, tenant := range []string{"seg", "checkpoint"} {
+		if live := Subject("p", tenant, ToolInvoked); subjectMatches(StreamSubjects("p"), live) {
+			t.Errorf("live subject %q is captured by the stream", live)
+		}
+		if seg := SegmentSubject("p", tenant); !subjectMatches(StreamSubjects("p"), seg) {
+			t.Errorf("segment subject %q is not captured by the stream", seg)
+		}
+	}
+	// One tenant: exactly its segment subject, whatever the types.
 	f := TailFilter{Tenant: "a.b", Types: []Type{ToolInvoked, ToolInvoked, TurnClosed}}
 	subs, err := f.FilterSubjects("sharedos")
-	if err != nil || len(subs) != 2 || subs[0] != "sharedos.audit.~612e62.tool.invoked" || subs[1] != "sharedos.audit.~612e62.turn.closed" {
+	if err != nil || !slices.Equal(subs, []string{"sharedos.audit.seg.~612e62"}) {
 		t.Errorf("FilterSubjects = %q, %v", subs, err)
 	}
-	if subs, _ := (TailFilter{Types: []Type{ToolInvoked}}).FilterSubjects("p"); len(subs) != 1 || subs[0] != "p.audit.*.tool.invoked" {
+	if subs, _ := (TailFilter{Types: []Type{ToolInvoked}}).FilterSubjects("p"); !slices.Equal(subs, []string{"p.audit.seg.*"}) {
 		t.Errorf("FilterSubjects(any tenant) = %q", subs)
 	}
-	if _, err := (TailFilter{Types: []Type{"tool.*"}}).FilterSubjects("p"); err == nil {
-		t.Error("wildcard type accepted as filter")
+	if subs, _ := (TailFilter{TurnID: "x"}).FilterSubjects("p"); subs != nil {
+		t.Errorf("FilterSubjects(turn only) = %q, want the whole stream", subs)
 	}
+	for _, f := range []TailFilter{{Types: []Type{"tool.*"}}, {Tenant: "acme", Types: []Type{"tool.>"}}} {
+		if _, err := f.FilterSubjects("p"); err == nil {
+			t.Errorf("wildcard type accepted as filter: %+v", f)
+		}
+	}
+}
+
+// subjectMatches reports whether subject matches one of the filters
+// (NATS wildcard rules: "*" one token, ">" the rest).
+func subjectMatches(filters []string, subject string) bool {
+	for _, f := range filters {
+		ft, st := strings.Split(f, "."), strings.Split(subject, ".")
+		ok := true
+		for i, tok := range ft {
+			if tok == ">" {
+				ok = len(st) > i
+				break
+			}
+			if i >= len(st) || tok != "*" && tok != st[i] {
+				ok = false
+				break
+			}
+			if i == len(ft)-1 && len(st) != len(ft) {
+				ok = false
+			}
+		}
+		if ok {
+			return true
+		}
+	}
+	return false
 }
 
 func TestNewJetStreamSinkRefusesBadOptions(t *testing.T) {
@@ -245,7 +292,10 @@ func TestJetStreamSinkRoundTrip(t *testing.T) {
 	}
 }
 
-func TestJetStreamSinkHeaders(t *testing.T) {
+// A record is stored in a segment on its tenant's segment subject, with
+// a segment id and the format version as headers, and its exact bytes
+// framed inside.
+func TestJetStreamSinkSegmentMessage(t *testing.T) {
 	_, nc := natstest.Start(t, true)
 	sink := newSink(t, nc, JetStreamOptions{Prefix: "p1", Stream: "HDRS"})
 	rec := buildTurn(t, "a.b", "n1.hdr", 4)[0]
@@ -257,26 +307,33 @@ func TestJetStreamSinkHeaders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if got := st.CachedInfo().Config.Subjects; !slices.Equal(got, []string{"p1.audit.seg.*", "p1.audit.checkpoint.*"}) {
+		t.Errorf("stream subjects %q", got)
+	}
 	m, err := st.GetMsg(ctxT(t, 5*time.Second), 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.Subject != "p1.audit.~612e62.turn.opened" {
+	if m.Subject != "p1.audit.seg.~612e62" {
 		t.Errorf("subject %q", m.Subject)
 	}
-	for k, want := range map[string]string{
-		jetstream.MsgIDHeader: rec.Event.ID, HeaderTurn: "n1.hdr", HeaderSeq: "0", HeaderHash: rec.Hash,
-	} {
-		if got := m.Header.Get(k); got != want {
-			t.Errorf("header %s = %q, want %q", k, got, want)
-		}
+	if id := m.Header.Get(jetstream.MsgIDHeader); id == "" || id == rec.Event.ID {
+		t.Errorf("Nats-Msg-Id = %q, want a segment id", id)
 	}
-	if !bytes.Equal(m.Data, rec.Data) {
-		t.Errorf("data %s", m.Data)
+	if v := m.Header.Get(HeaderSegment); v != "1" {
+		t.Errorf("%s = %q, want 1", HeaderSegment, v)
+	}
+	want := append([]byte("SOSA\x01\x00\x00\x00\x01"), byte(len(rec.Data)>>24), byte(len(rec.Data)>>16), byte(len(rec.Data)>>8), byte(len(rec.Data)))
+	want = append(want, rec.Data...)
+	if !bytes.Equal(m.Data, want) {
+		t.Errorf("segment bytes\n got %q\nwant %q", m.Data, want)
 	}
 }
 
-func TestJetStreamSinkDuplicateStoredOnce(t *testing.T) {
+// A record emitted again (as after a failed receipt) is stored in another
+// segment, and read once; a segment published twice with its segment id
+// is stored once.
+func TestJetStreamSinkDuplicateReadOnce(t *testing.T) {
 	_, nc := natstest.Start(t, true)
 	sink := newSink(t, nc, JetStreamOptions{})
 	recs := buildTurn(t, "acme", "n1.dup", 4)
@@ -286,8 +343,36 @@ func TestJetStreamSinkDuplicateStoredOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := streamMsgs(t, nc, DefaultStream); n != 2 {
-		t.Fatalf("stream holds %d messages, want 2", n)
+	if n := streamMsgs(t, nc, DefaultStream); n != 4 {
+		t.Fatalf("stream holds %d segments, want 4 (one per commit)", n)
+	}
+	equalData(t, "read", readAllData(t, nc, TailOptions{}), [][]byte{recs[0].Data, recs[1].Data})
+
+	js, _ := jetstream.New(nc)
+	seg, err := EncodeSegment([][]byte{recs[2].Data})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: SegmentSubject(DefaultPrefix, "acme"), Data: seg},
+			jetstream.WithMsgID("segment-x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := streamMsgs(t, nc, DefaultStream); n != 5 {
+		t.Fatalf("stream holds %d segments after a duplicate segment, want 5", n)
+	}
+	// A record that repeats an event id with other bytes is not dropped:
+	// the verifier must see it.
+	forged := *recs[1]
+	forged.Data = bytes.Replace(recs[1].Data, []byte("notes"), []byte("NOTES"), 1)
+	if err := Wait(ctx, sink.Emit(&forged)); err != nil {
+		t.Fatal(err)
+	}
+	got := readAllData(t, nc, TailOptions{})
+	equalData(t, "read with forged", got, [][]byte{recs[0].Data, recs[1].Data, recs[2].Data, forged.Data})
+	if rep := Verify(got, true); rep.OK() {
+		t.Error("Verify accepted a second record with seq 1")
 	}
 }
 
@@ -534,31 +619,44 @@ func TestJetStreamSinkRefusesInvalidRecords(t *testing.T) {
 	}
 }
 
-// MaxPending publishes in flight and none acked (server gone): Emit blocks
-// at most StallWait, and the record fails.
-func TestJetStreamSinkStall(t *testing.T) {
+// The writer is stuck on a commit (server gone, nothing acked) and
+// MaxPending records are queued behind it: Emit waits at most StallWait,
+// then refuses the record overloaded. Records already queued fail by
+// AckTimeout; none waits forever.
+func TestJetStreamSinkOverloaded(t *testing.T) {
 	srv, nc := natstest.Start(t, true)
 	sink := newSink(t, nc, JetStreamOptions{MaxPending: 2, StallWait: 50 * time.Millisecond, AckTimeout: 300 * time.Millisecond})
-	recs := buildTurn(t, "acme", "n1.stall", 4)
+	recs := buildTurn(t, "acme", "n1.stall", 6)
 	srv.Shutdown()
-	// Wait for the client to notice, so in-flight publishes are not failed
-	// by the disconnect (which would free the slots).
 	waitDisconnected(t, nc)
-	sink.Emit(recs[0])
-	sink.Emit(recs[1])
-	start := time.Now()
-	r := sink.Emit(recs[2])
-	el := time.Since(start)
-	if el < 40*time.Millisecond || el > time.Second {
-		t.Errorf("stalled Emit took %s, want about 50ms", el)
-	}
-	select {
-	case <-r.Done():
-		if !errors.Is(r.Err(), jetstream.ErrTooManyStalledMsgs) {
-			t.Errorf("stalled receipt: %v", r.Err())
+	// The writer takes at most one group (at most 2 records) before it is
+	// stuck for AckTimeout; 2 more can queue; the fifth record cannot.
+	var receipts []Receipt
+	var refused int
+	for _, r := range recs {
+		start := time.Now()
+		rc := sink.Emit(r)
+		el := time.Since(start)
+		select {
+		case <-rc.Done():
+			if !errors.Is(rc.Err(), reason.ErrOverloaded) {
+				t.Errorf("refused receipt: %v, want overloaded", rc.Err())
+			}
+			if el < 40*time.Millisecond {
+				t.Errorf("Emit refused after %s, want after StallWait (50ms)", el)
+			}
+			refused++
+		default:
+			receipts = append(receipts, rc)
 		}
-	default:
-		t.Error("stalled receipt not complete")
+	}
+	if refused < 2 {
+		t.Errorf("%d of 6 records refused, want at least 2 (6 records, 2 queued, 2 committing)", refused)
+	}
+	for _, rc := range receipts {
+		if err := Wait(ctxT(t, 5*time.Second), rc); err == nil || reason.Of(err) != unavailableCode {
+			t.Errorf("queued receipt with the server down: %v", err)
+		}
 	}
 }
 

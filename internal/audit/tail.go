@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -17,13 +19,16 @@ const ackConfirmTimeout = 5 * time.Second
 
 // TailFilter selects records. Zero fields select everything.
 type TailFilter struct {
-	// Tenant selects one tenant (filtered by subject on the server).
+	// Tenant selects one tenant: the reader's consumer is filtered on the
+	// tenant's segment subject, and records inside whose tenant is
+	// another are skipped.
 	Tenant string
-	// TurnID selects one turn. The turn is not in the subject: records of
-	// other turns are still delivered to the client and skipped there, by
-	// their Sharedos-Turn header without decoding them.
+	// TurnID selects one turn. The turn is not in the subject: segments
+	// holding other turns' records are still delivered to the client and
+	// their records skipped there.
 	TurnID string
-	// Types selects event types (filtered by subject on the server).
+	// Types selects event types. Segments hold every type, so the types
+	// are selected in the client.
 	Types []Type
 }
 
@@ -43,12 +48,20 @@ type TailOptions struct {
 
 // Tail delivers records — the raw Data bytes as stored, and the decoded
 // Event — in stream order to fn, until ctx ends (Tail returns ctx.Err())
-// or fn returns an error (Tail returns that error unchanged).
+// or fn returns an error (Tail returns that error unchanged). The
+// records of each segment are delivered in the segment's order; a
+// checkpoint is delivered as one record; a message stored before segments
+// existed (one record per message) is delivered as it is.
 //
 // ev is nil when data does not decode as an Event (a damaged or foreign
-// record): the bytes are still delivered so a verifier can report them.
-// With Filter.TurnID set, such a record is delivered only if its
-// Sharedos-Turn header names the turn.
+// record, or a whole message that is not a well-formed segment): the
+// bytes are still delivered so a verifier can report them — also to a
+// reader with a TurnID or Types filter, since whose they are cannot be
+// told.
+//
+// A record repeated with the same event id and the same bytes (a record
+// re-emitted after a failed receipt can be stored twice) is delivered
+// once, among the last 65,536 records a call delivered.
 //
 // Without Durable, Tail reads through an ephemeral ordered consumer: no
 // state is kept on the server beyond the session (the consumer is deleted
@@ -56,17 +69,19 @@ type TailOptions struct {
 //
 // With Durable set, Tail is how an external subscriber consumes the
 // stream: it creates (or updates the filter of) a durable pull consumer of
-// that name with explicit acks, and acks each record after fn returned nil
-// for it, waiting for the server to confirm the ack — records skipped by
-// the turn filter are acked unseen. A record
-// fn fails is negatively acked and Tail returns; the next Tail with the
-// same Durable resumes with that record. Delivery is at least once: a
-// record whose ack was lost, or whose fn ran longer than the consumer's
-// AckWait (30s), is delivered again. The consumer is created with
-// MaxAckPending 1, so records arrive strictly in stream order even across
-// redeliveries and restarts, at the cost of one round trip per record.
+// that name with explicit acks, and acks each stream message after fn
+// returned nil for every record in it, waiting for the server to confirm
+// the ack — messages whose records the filter skips are acked unseen. A
+// message in which fn fails a record is negatively acked and Tail returns;
+// the next Tail with the same Durable resumes with that message, so the
+// records of it that fn already took are delivered again. Delivery is at
+// least once: a message whose ack was lost, or whose fn ran longer than
+// the consumer's AckWait (30s), is delivered again (the event id
+// identifies a repeated record). The consumer is created with
+// MaxAckPending 1, so messages arrive strictly in stream order even across
+// redeliveries and restarts, at the cost of one round trip per message.
 // FromStart applies when the consumer is created; an existing consumer
-// keeps its deliver policy and resumes after its last acked record.
+// keeps its deliver policy and resumes after its last acked message.
 func Tail(ctx context.Context, nc *nats.Conn, opts TailOptions, fn func(data []byte, ev *Event) error) error {
 	return tail(ctx, nc, opts, fn, false)
 }
@@ -82,31 +97,24 @@ func ReadAll(ctx context.Context, nc *nats.Conn, opts TailOptions, fn func(data 
 	return tail(ctx, nc, opts, fn, true)
 }
 
-// FilterSubjects returns the subject filters for f: nil when f selects
-// every tenant and type. It fails for a type that is not a literal
-// subject suffix.
+// FilterSubjects returns the consumer's subject filters for f: nil when f
+// selects every tenant and type (the whole stream, checkpoints included);
+// exactly SegmentSubject(prefix, f.Tenant) for one tenant; and
+// AllSegmentsSubject(prefix) for types of every tenant. It fails for a
+// type that is not a literal subject suffix.
 func (f TailFilter) FilterSubjects(prefix string) ([]string, error) {
-	tenant := "*"
-	if f.Tenant != "" {
-		tenant = TenantToken(f.Tenant)
-	}
-	if len(f.Types) == 0 {
-		if f.Tenant == "" {
-			return nil, nil
-		}
-		return []string{prefix + ".audit." + tenant + ".>"}, nil
-	}
-	out := make([]string, 0, len(f.Types))
 	for _, t := range f.Types {
 		if !validSubjectTokens(string(t)) {
 			return nil, fmt.Errorf("audit: invalid event type filter %q", t)
 		}
-		s := prefix + ".audit." + tenant + "." + string(t)
-		if !slices.Contains(out, s) {
-			out = append(out, s)
-		}
 	}
-	return out, nil
+	switch {
+	case f.Tenant != "":
+		return []string{SegmentSubject(prefix, f.Tenant)}, nil
+	case len(f.Types) > 0:
+		return []string{AllSegmentsSubject(prefix)}, nil
+	}
+	return nil, nil
 }
 
 func tail(ctx context.Context, nc *nats.Conn, opts TailOptions, fn func([]byte, *Event) error, readAll bool) error {
@@ -127,8 +135,9 @@ func tail(ctx context.Context, nc *nats.Conn, opts TailOptions, fn func([]byte, 
 	if err != nil {
 		return fmt.Errorf("audit: jetstream: %w", err)
 	}
+	rd := newReader(opts.Prefix, opts.Filter, fn)
 	if opts.Durable != "" {
-		return tailDurable(ctx, js, opts, filters, fn)
+		return tailDurable(ctx, js, opts, filters, rd)
 	}
 
 	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: filters, DeliverPolicy: jetstream.DeliverNewPolicy}
@@ -172,10 +181,8 @@ func tail(ctx context.Context, nc *nats.Conn, opts TailOptions, fn func([]byte, 
 		if err != nil {
 			return err
 		}
-		if data, ev, ok := match(msg, opts.Filter.TurnID); ok {
-			if err := fn(data, ev); err != nil {
-				return err
-			}
+		if err := rd.message(msg.Subject(), msg.Data()); err != nil {
+			return err
 		}
 		if readAll {
 			remaining--
@@ -190,7 +197,7 @@ func tail(ctx context.Context, nc *nats.Conn, opts TailOptions, fn func([]byte, 
 	}
 }
 
-func tailDurable(ctx context.Context, js jetstream.JetStream, opts TailOptions, filters []string, fn func([]byte, *Event) error) error {
+func tailDurable(ctx context.Context, js jetstream.JetStream, opts TailOptions, filters []string, rd *reader) error {
 	cfg := jetstream.ConsumerConfig{
 		Durable:       opts.Durable,
 		Description:   "SharedOS audit subscriber",
@@ -250,11 +257,9 @@ func tailDurable(ctx context.Context, js jetstream.JetStream, opts TailOptions, 
 		if err != nil {
 			return err
 		}
-		if data, ev, ok := match(msg, opts.Filter.TurnID); ok {
-			if err := fn(data, ev); err != nil {
-				failed = msg
-				return err
-			}
+		if err := rd.message(msg.Subject(), msg.Data()); err != nil {
+			failed = msg
+			return err
 		}
 		// Confirmed ack: once Tail moves on, the server has the ack (the
 		// round trip costs little, since MaxAckPending 1 waits for it).
@@ -267,29 +272,90 @@ func tailDurable(ctx context.Context, js jetstream.JetStream, opts TailOptions, 
 	}
 }
 
-// match applies the turn filter and decodes the record.
-func match(msg jetstream.Msg, turn string) (data []byte, ev *Event, ok bool) {
-	var hdrTurn []string
-	if turn != "" {
-		if h := msg.Headers(); h != nil {
-			hdrTurn = h[HeaderTurn]
-		}
-		if len(hdrTurn) > 0 && hdrTurn[0] != turn {
-			return nil, nil, false
-		}
+// reader turns stream messages into records for fn: it unpacks
+// segments, applies the filter and drops repeated records.
+type reader struct {
+	segPrefix string // "<prefix>.audit.seg."
+	f         TailFilter
+	fn        func([]byte, *Event) error
+	seen      recentRecords
+}
+
+func newReader(prefix string, f TailFilter, fn func([]byte, *Event) error) *reader {
+	return &reader{segPrefix: prefix + ".audit.seg.", f: f, fn: fn}
+}
+
+// message delivers the records of one stream message.
+func (r *reader) message(subject string, data []byte) error {
+	if !strings.HasPrefix(subject, r.segPrefix) {
+		// A checkpoint, or a record stored before segments.
+		return r.record(data)
 	}
-	data = msg.Data()
+	if _, err := checkSegment(data); err != nil {
+		// Not a segment this reader can read: the whole message is
+		// delivered as one undecodable record, for a verifier to report.
+		return r.fn(data, nil)
+	}
+	return DecodeSegment(data, r.record)
+}
+
+// record applies the filter to one record and delivers it.
+func (r *reader) record(data []byte) error {
 	var e Event
-	if err := json.Unmarshal(data, &e); err == nil {
-		ev = &e
+	if json.Unmarshal(data, &e) != nil {
+		return r.fn(data, nil)
 	}
-	if turn != "" {
-		if ev != nil {
-			return data, ev, ev.TurnID == turn
+	switch {
+	case r.f.Tenant != "" && e.Tenant != r.f.Tenant,
+		r.f.TurnID != "" && e.TurnID != r.f.TurnID,
+		len(r.f.Types) > 0 && !slices.Contains(r.f.Types, e.Type),
+		r.seen.repeated(e.ID, data):
+		return nil
+	}
+	return r.fn(data, &e)
+}
+
+// recentRecordsMax bounds the records a reader remembers to drop repeats.
+const recentRecordsMax = 1 << 16
+
+// recentRecords remembers the event ids of the last recentRecordsMax
+// records delivered, each with a hash of its bytes (seeded per reader, so
+// it cannot be aimed at).
+type recentRecords struct {
+	seed maphash.Seed
+	ids  map[string]uint64
+	ring []string
+	next int
+}
+
+// repeated reports whether a record with event id and these bytes was
+// delivered recently, and remembers it otherwise. A record with the same
+// id and other bytes is not a repeat: it is delivered, for a verifier to
+// judge.
+func (rr *recentRecords) repeated(id string, data []byte) bool {
+	if id == "" {
+		return false
+	}
+	if rr.ids == nil {
+		rr.seed = maphash.MakeSeed()
+		rr.ids = make(map[string]uint64)
+	}
+	h := maphash.Bytes(rr.seed, data)
+	old, ok := rr.ids[id]
+	if ok && old == h {
+		return true
+	}
+	if !ok {
+		if len(rr.ring) < recentRecordsMax {
+			rr.ring = append(rr.ring, id)
+		} else {
+			delete(rr.ids, rr.ring[rr.next])
+			rr.ring[rr.next] = id
+			rr.next = (rr.next + 1) % recentRecordsMax
 		}
-		return data, nil, len(hdrTurn) > 0 // header named the turn
 	}
-	return data, ev, true
+	rr.ids[id] = h
+	return false
 }
 
 // nextRecord is the next record from it, or ctx's error once ctx ends

@@ -352,19 +352,24 @@ func TestReadAllFilteredAndEmpty(t *testing.T) {
 	}
 }
 
-// A record that is not an Event is delivered with a nil Event, so a
-// verifier can report it.
+// A record that is not an Event, and a message that is not a
+// well-formed segment, are delivered with a nil Event, so a verifier can
+// report them — to turn readers too, since whose they are cannot be told.
 func TestReadAllUndecodable(t *testing.T) {
 	_, nc := natstest.Start(t, true)
 	sink := newSink(t, nc, JetStreamOptions{})
 	recs := buildTurn(t, "acme", "n1.bad", 4)
 	emitAll(t, sink, recs[:2])
 	js, _ := jetstream.New(nc)
-	if _, err := js.PublishMsg(ctxT(t, 5*time.Second), &nats.Msg{
-		Subject: Subject(DefaultPrefix, "acme", ToolInvoked), Data: []byte("not json"),
-		Header: nats.Header{HeaderTurn: []string{"n1.bad"}},
-	}); err != nil {
+	notJSON, err := EncodeSegment([][]byte{[]byte("not json")})
+	if err != nil {
 		t.Fatal(err)
+	}
+	truncated := []byte("SOSA\x01\x00\x00\x00\x02\x00\x00\x00\x02{}")
+	for _, data := range [][]byte{notJSON, truncated} {
+		if _, err := js.PublishMsg(ctxT(t, 5*time.Second), &nats.Msg{Subject: SegmentSubject(DefaultPrefix, "acme"), Data: data}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	emitAll(t, sink, recs[2:])
 	var all [][]byte
@@ -381,16 +386,22 @@ func TestReadAllUndecodable(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := 5
+		want := 6
 		if turn == "n1.other" {
-			want = 0
+			want = 2
 		}
-		if len(all) != want || (want > 0 && nilEvents != 1) {
-			t.Errorf("turn %q: %d records, %d undecodable", turn, len(all), nilEvents)
+		if len(all) != want || nilEvents != 2 {
+			t.Errorf("turn %q: %d records, %d undecodable; want %d, 2", turn, len(all), nilEvents, want)
+		}
+		if turn != "n1.other" && len(all) == want && string(all[2]) != "not json" {
+			t.Errorf("turn %q: the undecodable record is not in stream order: %q", turn, all)
 		}
 	}
 	all = nil
 	_ = ReadAll(ctxT(t, 5*time.Second), nc, TailOptions{}, func(data []byte, _ *Event) error { all = append(all, data); return nil })
+	if !bytes.Equal(all[3], truncated) {
+		t.Errorf("the malformed segment is not delivered whole: %q", all[3])
+	}
 	if rep := Verify(all, false); rep.OK() {
 		t.Error("Verify accepted a trail with an undecodable record")
 	}
