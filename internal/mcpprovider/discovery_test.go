@@ -351,3 +351,75 @@ func TestOversizedAnswerRefusedOnEveryTransport(t *testing.T) {
 		})
 	}
 }
+
+// Over streamable HTTP, on both protocol generations: list_changed
+// arrives (2026-07-28: on the subscriptions/listen stream the SDK opens)
+// and triggers a re-discovery; a dropped stream marks the snapshot stale
+// so the next use revalidates.
+func TestHTTPListChangedAndDroppedStream(t *testing.T) {
+	for _, v := range []string{v2025, v2026} {
+		t.Run(v, func(t *testing.T) {
+			f := newFake(t, []string{v}, tool("a", objSchema))
+			f.ttlMs = ptr(3600000)
+			// The SDK's HTTP server speaks 2026-07-28 when stateless.
+			srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return f.srv }, &mcp.StreamableHTTPOptions{Stateless: v == v2026}))
+			defer srv.Close()
+			p, err := mcpprovider.New("work", mcpprovider.Config{Transport: "http", URL: srv.URL, TTL: mcpprovider.Duration(time.Hour)}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			if _, err := p.Catalog(ctxT(t), access("")); err != nil {
+				t.Fatal(err)
+			}
+			if p.Status()[0].Protocol != v {
+				t.Fatalf("protocol %s", p.Status()[0].Protocol)
+			}
+			f.set(tool("a", objSchema), tool("b", objSchema))
+			// The notification can only be delivered once the stream is up; bump until it is.
+			waitFor(t, func() bool { f.notifyChanged(); time.Sleep(20 * time.Millisecond); return p.Discoveries() >= 2 })
+			cat, err := p.Catalog(ctxT(t), access(""))
+			if err != nil || !slices.Equal(names(cat), []string{"a", "b"}) {
+				t.Fatalf("%v %v", names(cat), err)
+			}
+			n := p.Discoveries()
+			srv.CloseClientConnections() // the stream drops
+			waitFor(t, func() bool { return p.Status()[0].LastKnown })
+			if _, err := p.Catalog(ctxT(t), access("")); err != nil || p.Discoveries() <= n {
+				t.Fatalf("after the drop: %v, %d discoveries", err, p.Discoveries())
+			}
+		})
+	}
+}
+
+// A session that ended without the provider noticing is retried once on
+// a new session: the turn gets the catalogue, not a transport error.
+func TestUnnoticedDeadSessionRetriedOnce(t *testing.T) {
+	f := newFake(t, nil, tool("a", objSchema)) // ttlMs absent: every turn re-discovers
+	var sessions []*mcp.ServerSession
+	var mu sync.Mutex
+	p, err := mcpprovider.New("work", mcpprovider.Config{Transport: "memory", Server: "x"}, &mcpprovider.Options{
+		Dial: func(ctx context.Context, _ string) (mcp.Transport, error) {
+			ct, st := mcp.NewInMemoryTransports()
+			ss, err := f.srv.Connect(context.Background(), st, nil)
+			mu.Lock()
+			sessions = append(sessions, ss)
+			mu.Unlock()
+			return ct, err
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if _, err := p.Catalog(ctxT(t), access("")); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	_ = sessions[0].Close()
+	mu.Unlock()
+	for range 3 {
+		if _, err := p.Catalog(ctxT(t), access("")); err != nil {
+			t.Fatalf("a dead session surfaced: %v", err)
+		}
+	}
+}

@@ -204,7 +204,23 @@ func (p *Provider) coded(err error) error {
 		return err
 	}
 	c := classify(err, 0, 0)
-	return reason.New(c.code(), "mcp server %s: %s: %v", p.id, c, trimErr(err))
+	msg := trimErr(err)
+	var f *failure
+	if errors.As(err, &f) {
+		msg = f.msg
+	}
+	return reason.New(c.code(), "mcp server %s: %s: %s", p.id, c, msg)
+}
+
+// codedIn is coded, naming the discovery state the failure left.
+func (p *Provider) codedIn(st State, err error) error {
+	c := classify(err, 0, 0)
+	msg := trimErr(err)
+	var f *failure
+	if errors.As(err, &f) {
+		msg = f.msg
+	}
+	return reason.New(c.code(), "mcp server %s: %s (%s): %s", p.id, st, c, msg)
 }
 
 func trimErr(err error) string {
@@ -330,7 +346,7 @@ func (p *Provider) discover(pr *profile, fkey string, f *flight) {
 			s.stale = true // last-known: shown in status, never executed unverified
 		}
 		p.log.Warn("mcp discovery failed", "profile", pr.key, "class", string(c), "err", trimErr(err))
-		f.err = p.coded(err)
+		f.err = p.codedIn(pr.state, err)
 		return
 	}
 	if pr.gen != gen {
