@@ -352,6 +352,20 @@ func (k *Kernel) Open(ctx context.Context, access authority.AccessContext) (Open
 	return *res.(*Opened), nil
 }
 
+// RecordRefusal records a request a front refused before it reached any
+// turn (tenant_forbidden: its caller may not act for the tenant it
+// named), so the tenant's audit shows the attempt: a turn of one
+// operation whose chain is turn.opened — the access as the request
+// claimed it and the caller the bus established — and turn.closed with
+// the refusal's code as its reason. It returns once turn.closed is
+// stored; the turn counts against the node's and the principal's turn
+// bounds like any other.
+func (k *Kernel) RecordRefusal(ctx context.Context, access authority.AccessContext, code reason.Code) error {
+	access.TurnID, access.LeaseID = "", ""
+	_, err := k.turnOp(ctx, access, func(authority.AccessContext, time.Time) any { return &closeTurn{why: string(code)} })
+	return err
+}
+
 // Close releases the caller's lease. The turn closes when its last lease
 // is released; Close returns once turn.closed is recorded then. Releasing a
 // lease twice is harmless.

@@ -87,13 +87,35 @@ func (f *Front) accessFor(ctx context.Context, a messages.Access) (authority.Acc
 	}
 	if !c.id.Permits(a.Tenant, a.Principal) {
 		f.forbidden.Add(1)
-		f.opts.Logger.Warn("natsfront: refused a request for a tenant its identity is not bound to",
-			"identity", c.id.Name, "tenant", a.Tenant, "principal", a.Principal)
+		ac.Caller = c.id.Name
+		f.recordRefusal(ctx, ac, c.id)
 		return authority.AccessContext{}, reason.New(reason.TenantForbidden, "identity %s may not act for %s/%s", c.id.Name, a.Tenant, a.Principal)
 	}
 	ac.Caller = c.id.Name
 	return ac, nil
 }
+
+// recordRefusal audits a tenant_forbidden refusal in the named tenant's
+// trail (Kernel.RecordRefusal), within the identity's open rate: an
+// identity that keeps trying cannot flood the audit; past its rate the
+// refusals are only counted and logged.
+func (f *Front) recordRefusal(ctx context.Context, ac authority.AccessContext, id *identity.Identity) {
+	log := f.opts.Logger.With("identity", id.Name, "tenant", ac.Tenant, "principal", ac.Principal)
+	if err := f.rateCheck(ctx, f.opens, "opens"); err != nil {
+		log.Warn("natsfront: refused tenant_forbidden (not recorded: over the identity's rate)")
+		return
+	}
+	rctx, cancel := context.WithTimeout(ctx, refusalRecordTimeout)
+	defer cancel()
+	if err := f.k.RecordRefusal(rctx, ac, reason.TenantForbidden); err != nil {
+		log.Warn("natsfront: refused tenant_forbidden; recording the refusal failed", "err", err)
+		return
+	}
+	log.Warn("natsfront: refused tenant_forbidden (recorded in the tenant's audit)")
+}
+
+// refusalRecordTimeout bounds the wait for a refusal's record.
+const refusalRecordTimeout = 5 * time.Second
 
 func limiters(m map[string]ratelimit.Limit) map[string]*ratelimit.Limiter {
 	out := make(map[string]*ratelimit.Limiter, len(m))

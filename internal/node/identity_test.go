@@ -123,6 +123,25 @@ func TestRuntimeActsOnlyForItsTenants(t *testing.T) {
 	if _, err := own.Open(ctx(t), client.Access{Tenant: "globex", Principal: "gina"}); !errors.Is(err, reason.ErrTenantForbidden) {
 		t.Fatalf("acme runtime opening for globex: %v", err)
 	}
+	// Each refusal is in the named tenant's trail: a turn that opened for
+	// the claimed access, naming the caller, and closed tenant_forbidden.
+	data, evs := readAll(t, connectAs(t, n, "auditor"))
+	callers := map[string]string{}
+	refusals := map[string]int{}
+	for _, ev := range evs {
+		switch {
+		case ev.Type == audit.TurnOpened:
+			callers[ev.TurnID] = ev.Caller
+		case ev.Type == audit.TurnClosed && ev.Close.Reason == string(reason.TenantForbidden):
+			refusals[ev.Tenant+" by "+callers[ev.TurnID]]++
+		}
+	}
+	if refusals["acme by globex-rt"] != 4 || refusals["globex by runtime"] != 1 || len(refusals) != 2 {
+		t.Fatalf("recorded refusals %v, want 4 of acme by globex-rt and 1 of globex by runtime", refusals)
+	}
+	if rep := audit.Verify(data, false); !rep.OK() {
+		t.Fatalf("verify: %+v", rep)
+	}
 }
 
 // A lease belongs to the identity that took it: another runtime of the
