@@ -161,6 +161,21 @@ type Audit struct {
 	// KeyFile is the node's Ed25519 signing key (PKCS #8 PEM, mode 0600).
 	// Default <data_dir>/keys/audit-ed25519.key, created if missing.
 	KeyFile string `yaml:"key_file"`
+	// SegmentMaxBytes bounds one audit segment (one stream message
+	// holding a group of records, docs/audit.md): at least 4 KiB and at
+	// most nats.max_message_bytes less 1 KiB. 0 (the default) means
+	// SegmentBytes: 512 KiB, or nats.max_message_bytes less 4 KiB when
+	// that is smaller.
+	SegmentMaxBytes int `yaml:"segment_max_bytes"`
+	// SegmentMaxWait is how long the audit writer may wait for more
+	// records before a commit. Default 0: it commits as soon as the
+	// previous commit is acknowledged (groups grow with the load). At
+	// most 1s; docs/performance.md has the measured trade-off.
+	SegmentMaxWait Duration `yaml:"segment_max_wait"`
+	// MaxPending bounds the records waiting for the audit writer; beyond
+	// it a record waits briefly for room, then is refused overloaded.
+	// Default 16384.
+	MaxPending int `yaml:"max_pending"`
 }
 
 // Principal is a principal and its grants.
@@ -285,6 +300,9 @@ func (c *Config) defaults() {
 	if c.Audit.MaxAge == 0 {
 		c.Audit.MaxAge = Duration(30 * 24 * time.Hour)
 	}
+	if c.Audit.MaxPending == 0 {
+		c.Audit.MaxPending = 16384
+	}
 }
 
 var (
@@ -309,6 +327,15 @@ func (c *Config) Validate() error {
 	}
 	if c.Audit.CheckpointInterval < 0 {
 		add("audit.checkpoint_interval must not be negative")
+	}
+	if m := c.Audit.SegmentMaxBytes; m != 0 && (m < 4<<10 || m > c.NATS.MaxMessageBytes-1<<10) {
+		add("audit.segment_max_bytes %d must be between 4096 and nats.max_message_bytes less 1024 (%d)", m, c.NATS.MaxMessageBytes-1<<10)
+	}
+	if w := c.Audit.SegmentMaxWait; w < 0 || w > Duration(time.Second) {
+		add("audit.segment_max_wait %s must be between 0 and 1s", time.Duration(w))
+	}
+	if c.Audit.MaxPending < 0 {
+		add("audit.max_pending must not be negative")
 	}
 	for _, p := range c.Principals {
 		if p.Tenant == "checkpoint" {
@@ -501,6 +528,15 @@ func (c *Config) IdentityRates() (open, call map[string]Rate) {
 		}
 	}
 	return open, call
+}
+
+// SegmentBytes is the audit segment bound in effect: audit.segment_max_bytes,
+// or when 0 the default that follows nats.max_message_bytes.
+func (c *Config) SegmentBytes() int {
+	if c.Audit.SegmentMaxBytes != 0 {
+		return c.Audit.SegmentMaxBytes
+	}
+	return min(512<<10, c.NATS.MaxMessageBytes-4<<10)
 }
 
 // SyncInterval is audit.sync as a duration; 0 means "always".

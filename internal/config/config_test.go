@@ -52,6 +52,11 @@ func TestParseRefusesMistakes(t *testing.T) {
 		"negative turns":  {"max_turns_per_principal: 1024", "max_turns_per_principal: -2"},
 		"rate w/o burst":  {"call_rate: {per_second: 5000, burst: 10000}", "call_rate: {per_second: 5000}"},
 		"negative rate":   {"open_rate: {per_second: 500, burst: 1000}", "open_rate: {per_second: -1, burst: 1000}"},
+		"segment big":     {"segment_max_wait: 0s", "segment_max_wait: 0s\n  segment_max_bytes: 1048000"},
+		"segment small":   {"segment_max_wait: 0s", "segment_max_wait: 0s\n  segment_max_bytes: 4095"},
+		"long wait":       {"segment_max_wait: 0s", "segment_max_wait: 2s"},
+		"negative wait":   {"segment_max_wait: 0s", "segment_max_wait: -1ms"},
+		"negative queue":  {"max_pending: 16384", "max_pending: -1"},
 	}
 	for name, edit := range cases {
 		y := strings.Replace(string(base), edit[0], edit[1], 1)
@@ -65,6 +70,28 @@ func TestParseRefusesMistakes(t *testing.T) {
 		if err == nil {
 			t.Errorf("%s: accepted", name)
 		}
+	}
+}
+
+// The audit segment bound follows the largest message the bus takes.
+func TestSegmentMaxBytesDefault(t *testing.T) {
+	for _, tc := range []struct{ msg, seg int }{{0, 512 << 10}, {config.MinMessageBytes, config.MinMessageBytes - 4<<10}, {8 << 20, 512 << 10}} {
+		c, err := config.Parse([]byte(fmt.Sprintf("nats: {max_message_bytes: %d}\n", tc.msg)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.SegmentBytes() != tc.seg || c.Audit.MaxPending != 16384 || c.Audit.SegmentMaxWait != 0 {
+			t.Errorf("max_message_bytes %d: segment bytes %d, max_pending %d, segment_max_wait %v", tc.msg, c.SegmentBytes(), c.Audit.MaxPending, c.Audit.SegmentMaxWait)
+		}
+		// Changed after parsing, the default follows.
+		c.NATS.MaxMessageBytes = 128 << 10
+		if err := c.Validate(); err != nil || c.SegmentBytes() != 124<<10 {
+			t.Errorf("max_message_bytes changed to 128 KiB: segment bytes %d, %v", c.SegmentBytes(), err)
+		}
+	}
+	c, err := config.Parse([]byte("audit: {segment_max_bytes: 65536}\n"))
+	if err != nil || c.SegmentBytes() != 65536 {
+		t.Errorf("segment_max_bytes 65536: %v, %v", c, err)
 	}
 }
 
