@@ -17,6 +17,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/ed25519"
 	"flag"
@@ -31,6 +32,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/sharedos/sharedos/internal/audit"
+	"github.com/sharedos/sharedos/internal/identity"
 	"github.com/sharedos/sharedos/internal/mcpprovider"
 	"github.com/sharedos/sharedos/provider"
 )
@@ -43,6 +45,7 @@ func main() {
 	mcpURL := flag.String("url", "", "the MCP server's streamable HTTP URL (instead of --config or a command)")
 	trust := flag.String("trust", "", "file of trusted node public keys (hex lines, PEM, or the JSON of `node audit keys --local`); default $SHAREDOS_NODE_KEYS, else the node key in --data-dir")
 	dataDir := flag.String("data-dir", "./data", "the local node's data directory, whose key is trusted when --trust and $SHAREDOS_NODE_KEYS are unset")
+	creds := flag.String("creds", "", "NATS credentials file (a user nkey seed or a .creds file); default $SHAREDOS_CREDS, else the seed the local node generated for provider-<id> in --data-dir")
 	insecure := flag.Bool("insecure-unsigned", false, "run calls without verifying the node's signature (anyone on the bus can run any tool as anyone)")
 	flag.Parse()
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
@@ -70,7 +73,12 @@ func main() {
 		os.Exit(2)
 	}
 	defer p.Close()
-	nc, err := nats.Connect(*url, nats.Name("sharedos-mcp-provider-"+*id), nats.MaxReconnects(-1))
+	auth, err := credentials(*creds, os.Getenv("SHAREDOS_CREDS"), identity.SeedFile(identity.DefaultDir(*dataDir), "provider-"+*id))
+	if err != nil {
+		log.Error("credentials", "err", err)
+		os.Exit(2)
+	}
+	nc, err := nats.Connect(*url, append([]nats.Option{nats.Name("sharedos-mcp-provider-" + *id), nats.MaxReconnects(-1)}, auth...)...)
 	if err != nil {
 		log.Error("connect", "err", err)
 		os.Exit(1)
@@ -120,6 +128,21 @@ func btoi(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// credentials are the options to connect as the provider's identity: the
+// flag's file, else the environment's, else the seed the local node
+// generated (if it is there; else none, for a bus without
+// authentication).
+func credentials(flagFile, envFile, generated string) ([]nats.Option, error) {
+	file := cmp.Or(flagFile, envFile)
+	if file == "" {
+		if _, err := os.Stat(generated); err != nil {
+			return nil, nil
+		}
+		file = generated
+	}
+	return identity.CredentialOptions(file)
 }
 
 // trustedKeys reads the trusted node keys: the --trust file, else the
