@@ -31,8 +31,14 @@ type Driver interface {
 // row with the given kernel options (providers included; a column may
 // serve them differently, e.g. over NATS) and tears it down with t.Cleanup.
 type Column struct {
-	Name  string
-	Start func(t testing.TB, f *Fixture, opts actors.Options) Driver
+	Name string
+	// Bus says the column's driver is a BusDriver: callers are identities
+	// a real bus established (rows with NeedsBus run there only).
+	Bus bool
+	// RemoteProviders says the providers are served over the bus by the
+	// provider SDK (rows with NeedsRemoteProviders run there only).
+	RemoteProviders bool
+	Start           func(t testing.TB, f *Fixture, opts actors.Options) Driver
 }
 
 // InProcess is the column that drives the kernel directly.

@@ -14,7 +14,6 @@ import (
 	"github.com/sharedos/sharedos/catalog"
 	"github.com/sharedos/sharedos/client"
 	"github.com/sharedos/sharedos/internal/natsfront"
-	"github.com/sharedos/sharedos/internal/natsserver/natstest"
 	"github.com/sharedos/sharedos/internal/providers"
 	"github.com/sharedos/sharedos/messages"
 )
@@ -23,20 +22,23 @@ import (
 // embedded nats-server: msgpack on the wire, the node's front, the kernel.
 var NATS = Column{
 	Name: "nats",
+	Bus:  true,
 	Start: func(t testing.TB, f *Fixture, opts actors.Options) Driver {
-		_, nc := natstest.Start(t, false)
-		return serveOverNATS(t, nc, opts)
+		return serveOverNATS(t, StartBus(t), opts)
 	},
 }
 
-// serveOverNATS starts a kernel with opts behind a NATS front on nc and
-// returns a driver that reaches it through the Go client.
-func serveOverNATS(t testing.TB, nc *nats.Conn, opts actors.Options) Driver {
+// serveOverNATS starts a kernel with opts behind a NATS front on the bus
+// (connected as the node; callers are the runtimes the bus names) and
+// returns a driver that reaches it through the Go client as acme's
+// runtime.
+func serveOverNATS(t testing.TB, b *Bus, opts actors.Options) Driver {
 	k, err := actors.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	front, err := natsfront.Serve(nc, k, natsfront.Options{Logger: opts.Logger})
+	front, err := natsfront.Serve(b.Connect(t, "node"), k, natsfront.Options{Logger: opts.Logger,
+		Identities: b.Identities(), TrustUnstamped: true, NoTenantBinding: opts.Switches.NoTenantBinding})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,8 +48,10 @@ func serveOverNATS(t testing.TB, nc *nats.Conn, opts actors.Options) Driver {
 		defer cancel()
 		_ = k.Shutdown(ctx)
 	})
-	return &ClientDriver{C: client.New(nc, nil)}
+	return &busDriver{ClientDriver: &ClientDriver{C: clientFor(b.Connect(t, AcmeRuntime))}, t: t, bus: b}
 }
+
+func clientFor(nc *nats.Conn) *client.Client { return client.New(nc, nil) }
 
 // ClientDriver adapts the Go client to Driver. It remembers each turn's
 // node, as an agent runtime holding a turn handle would.

@@ -9,7 +9,6 @@ import (
 
 	"github.com/sharedos/sharedos/actors"
 	"github.com/sharedos/sharedos/catalog"
-	"github.com/sharedos/sharedos/internal/natsserver/natstest"
 	"github.com/sharedos/sharedos/internal/providers"
 	"github.com/sharedos/sharedos/provider"
 )
@@ -19,9 +18,16 @@ import (
 // proxy, and the turn is driven through the Go client: nothing in process
 // but the kernel.
 var RemoteProvider = Column{
-	Name: "remote-provider",
+	Name:            "remote-provider",
+	Bus:             true,
+	RemoteProviders: true,
 	Start: func(t testing.TB, f *Fixture, opts actors.Options) Driver {
-		_, nc := natstest.Start(t, false)
+		var ids []string
+		for _, p := range opts.Providers {
+			ids = append(ids, p.ID())
+		}
+		b := StartBus(t, ids...)
+		nc := b.Connect(t, "node")
 		// The node signs every call; the providers trust only its key.
 		_, key, err := ed25519.GenerateKey(rand.Reader)
 		if err != nil {
@@ -34,7 +40,11 @@ var RemoteProvider = Column{
 			if !ok {
 				t.Fatalf("remote-provider column: provider %s is not a fixture provider", p.ID())
 			}
-			h, err := provider.Serve(nc, m.ID(), MemoryProvider{M: m}, &provider.Options{TTL: time.Hour, TrustedKeys: trusted})
+			popts := &provider.Options{TTL: time.Hour, TrustedKeys: trusted}
+			if opts.Switches.NoGrantCheck {
+				popts = &provider.Options{TTL: time.Hour, InsecureUnsigned: true}
+			}
+			h, err := provider.Serve(b.Connect(t, "provider-"+m.ID()), m.ID(), MemoryProvider{M: m}, popts)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -42,7 +52,7 @@ var RemoteProvider = Column{
 			remote = append(remote, providers.NewRemote(nc, m.ID(), "sharedos", providers.WithLogger(opts.Logger), providers.WithSigner(key)))
 		}
 		opts.Providers = remote
-		return serveOverNATS(t, nc, opts)
+		return serveOverNATS(t, b, opts)
 	},
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/sharedos/sharedos/authority"
 	"github.com/sharedos/sharedos/internal/audit"
 	"github.com/sharedos/sharedos/internal/providers"
+	"github.com/sharedos/sharedos/messages"
 	"github.com/sharedos/sharedos/reason"
 	"github.com/sharedos/sharedos/turn"
 )
@@ -35,6 +36,15 @@ type Row struct {
 	// Disable switches off the mechanism the row protects.
 	Disable func(*turn.Switches)
 	Run     func(ctx context.Context, h *H) error
+	// NeedsBus and NeedsRemoteProviders name what the row needs of a
+	// column (Column.Bus, Column.RemoteProviders); elsewhere its cell is
+	// "n/a": the promise is about something the column does not have.
+	NeedsBus, NeedsRemoteProviders bool
+}
+
+// AppliesTo reports whether the row runs in col.
+func (r Row) AppliesTo(col Column) bool {
+	return (!r.NeedsBus || col.Bus) && (!r.NeedsRemoteProviders || col.RemoteProviders)
 }
 
 // Rows is the table's rows, in order.
@@ -42,7 +52,7 @@ func Rows() []Row {
 	return []Row{
 		catalogueMovedMidTurn, grantExpiresMidTurn, namespaceToggledMidTurn, toolAddedMidTurn,
 		stepCeiling, oneOperationTurn, providerCalledOncePerTurn, catalogHashJoins, contractChangedBeforeCall,
-		decidedAtTheInstant, foreignLease,
+		decidedAtTheInstant, foreignLease, crossTenantOpen, directProviderCall,
 	}
 }
 
@@ -505,6 +515,90 @@ var foreignLease = Row{
 		}
 		if _, err := h.D.ListTools(ctx, who); err != nil {
 			return probe("the opener's lease still works", err)
+		}
+		return probe("close", h.D.Close(ctx, who, lease))
+	},
+}
+
+var crossTenantOpen = Row{
+	Name:     "cross-tenant-open",
+	Probe:    "acme's runtime opens, lists and calls for ada (tenant acme)",
+	Attack:   "globex's runtime opens, lists or calls for ada: its identity is bound to globex only",
+	Want:     reason.TenantForbidden,
+	NeedsBus: true,
+	Disable:  func(s *turn.Switches) { s.NoTenantBinding = true },
+	Run: func(ctx context.Context, h *H) error {
+		bus := h.D.(BusDriver)
+		who, lease, err := open(ctx, h, Ada)
+		if err != nil {
+			return err
+		}
+		if _, err := h.D.Invoke(ctx, who, "notion_search", searchArgs("acme")); err != nil {
+			return probe("acme's runtime calls for ada", err)
+		}
+		globex := bus.AsRuntime(GlobexRuntime)
+		if _, err := globex.ListTools(ctx, Ada); err != nil {
+			if e := refused("globex's runtime lists for ada", err, reason.TenantForbidden); e != nil {
+				return e
+			}
+		} else {
+			return fmt.Errorf("attack globex's runtime lists for ada: allowed, want %s", reason.TenantForbidden)
+		}
+		if err := probe("close", h.D.Close(ctx, who, lease)); err != nil {
+			return err
+		}
+		_, err = globex.Open(ctx, Ada)
+		return refused("globex's runtime opens for ada", err, reason.TenantForbidden)
+	},
+}
+
+var directProviderCall = Row{
+	Name:                 "direct-provider-call",
+	Probe:                "a call through the node runs at the provider; a runtime cannot even publish to the provider's subject",
+	Attack:               "a request on the provider's subject that the node did not sign: unsigned, forged, for another tool, a replay of one the node sent",
+	Want:                 reason.InvalidRequest,
+	NeedsBus:             true,
+	NeedsRemoteProviders: true,
+	Disable:              func(s *turn.Switches) { s.NoGrantCheck = true },
+	Run: func(ctx context.Context, h *H) error {
+		bus := h.D.(BusDriver)
+		who, lease, err := open(ctx, h, Ada)
+		if err != nil {
+			return err
+		}
+		// Watch what the node sends the provider for one real call.
+		sent, err := bus.Capture(ctx, "notion", func() error {
+			_, err := h.D.Invoke(ctx, who, "notion_search", searchArgs("acme"))
+			return probe("a call through the node", err)
+		})
+		if err != nil {
+			return err
+		}
+		if len(sent.Grant) == 0 || len(sent.GrantSig) == 0 {
+			return fmt.Errorf("probe: the node's request carries no execution grant")
+		}
+		if _, err := bus.ProviderRequest(ctx, AcmeRuntime, "notion", sent); !errors.Is(err, ErrBusRefused) {
+			return fmt.Errorf("probe: a runtime publishing to the provider's subject: %v, want the bus to refuse it", err)
+		}
+		unsigned := *sent
+		unsigned.CallID, unsigned.Grant, unsigned.GrantSig, unsigned.GrantKey = "direct-1", nil, nil, ""
+		forged := *sent
+		forged.GrantSig = append([]byte(nil), sent.GrantSig...)
+		forged.GrantSig[0] ^= 0xff
+		other := *sent
+		other.Tool = "create_page"
+		attacks := []struct {
+			name string
+			req  *messages.ProviderInvokeRequest
+		}{{"unsigned", &unsigned}, {"with a forged signature", &forged}, {"for another tool", &other}, {"replayed", sent}}
+		for _, a := range attacks {
+			e, err := bus.ProviderRequest(ctx, "node", "notion", a.req)
+			if err != nil {
+				return fmt.Errorf("attack %s: %w", a.name, err)
+			}
+			if err := refused(a.name+" request on the provider's subject", e.Err(), reason.InvalidRequest); err != nil {
+				return err
+			}
 		}
 		return probe("close", h.D.Close(ctx, who, lease))
 	},

@@ -15,10 +15,14 @@ type Cell struct {
 	Passed bool
 	Proven bool // the row failed with its mechanism switched off
 	Err    string
+	// NA: the row is about something the column does not have.
+	NA bool
 }
 
 func (c Cell) String() string {
 	switch {
+	case c.NA:
+		return "n/a"
 	case c.Passed && c.Proven:
 		return "pass, proven"
 	case c.Passed:
@@ -45,6 +49,10 @@ func RunTable(t *testing.T, columns []Column) *Table {
 		tab.columns = append(tab.columns, col.Name)
 		t.Run(col.Name, func(t *testing.T) {
 			for _, row := range Rows() {
+				if !row.AppliesTo(col) {
+					tab.set(row.Name, col.Name, Cell{NA: true})
+					continue
+				}
 				t.Run(row.Name, func(t *testing.T) {
 					var cell Cell
 					if err := runRow(t, col, row, false); err != nil {

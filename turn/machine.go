@@ -58,6 +58,14 @@ type Switches struct {
 	// turn actor): an operation waiting behind the first resolution is
 	// then decided with a stale instant.
 	StampAtAdmission bool
+	// NoTenantBinding serves a runtime identity for tenants it is not
+	// bound to (not a kernel mechanism: the NATS front's, which the
+	// conformance columns switch off with it).
+	NoTenantBinding bool
+	// NoGrantCheck makes providers run calls without verifying the node's
+	// signed execution grant (not a kernel mechanism: the provider SDK's,
+	// which the remote-provider column switches off with it).
+	NoGrantCheck bool
 }
 
 type phase int

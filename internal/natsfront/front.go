@@ -57,6 +57,10 @@ type Options struct {
 	// OpenRates and CallRates limit each runtime identity's opens and
 	// calls on this node, by identity name (beyond: rate_limited).
 	OpenRates, CallRates map[string]ratelimit.Limit
+	// NoTenantBinding is for conformance proofs only
+	// (turn.Switches.NoTenantBinding): callers are identified but not
+	// held to their tenants.
+	NoTenantBinding bool
 }
 
 // Front is a running NATS front.
