@@ -25,10 +25,9 @@ const (
 // provider identity per provider. Columns that drive a node over NATS
 // run on it, so the rows that need identities can.
 type Bus struct {
-	srv  *natsserver.Server
-	dir  string
-	ids  *identity.Set
-	list []identity.Identity
+	srv *natsserver.Server
+	dir string
+	ids *identity.Set
 }
 
 // StartBus starts the bus for the given provider ids; Cleanup stops it.
@@ -46,18 +45,8 @@ func StartBus(t testing.TB, providerIDs ...string) *Bus {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &Bus{dir: t.TempDir(), ids: set, list: ids}
-	keys := identity.Keys{}
-	for _, id := range ids {
-		kp, err := identity.LoadOrCreateSeed(identity.SeedFile(b.dir, id.Name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if keys[id.Name], err = identity.PublicKey(kp); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cfg, err := identity.ServerConfig(identity.Bus{Prefix: "sharedos", Stream: "SHAREDOS_AUDIT"}, ids, keys)
+	b := &Bus{dir: t.TempDir(), ids: set}
+	cfg, err := identity.Provision(b.dir, identity.Bus{Prefix: "sharedos", Stream: "SHAREDOS_AUDIT"}, ids)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,6 +42,7 @@ const usage = `usage: node COMMAND [SUBCOMMAND] [flags] [arguments]
   node audit verify [--file FILE] [--trust KEYS] [--anchor CHECKPOINT] [--open-ok=false]
   node audit keys [--local] [--key FILE]
   node status [--http ADDR] [--config cluster.yaml]
+  node identities [--config cluster.yaml] [--creds-dir DIR]
 
 Data is printed to stdout as JSON (JSON lines for audit tail and export);
 errors and notes go to stderr. Exit codes: 0 done, 1 failed, 2 usage error,
@@ -74,6 +75,8 @@ func run(args []string) int {
 		err = auditCmd(args[1:])
 	case "status":
 		err = statusCmd(args[1:])
+	case "identities":
+		err = identitiesCmd(args[1:])
 	case "-h", "-help", "--help", "help":
 		if len(args) > 1 && args[0] == "help" { // node help turn == node turn -h
 			return run([]string{args[1], "-h"})
@@ -81,7 +84,7 @@ func run(args []string) int {
 		fmt.Fprintln(stdout, usage)
 		return 0
 	default:
-		err = usageError{fmt.Errorf("unknown command %q (serve, turn, audit, status; node -h for usage)", args[0])}
+		err = usageError{fmt.Errorf("unknown command %q (serve, turn, audit, status, identities; node -h for usage)", args[0])}
 	}
 	switch {
 	case err == nil, errors.Is(err, errHelp):

@@ -324,3 +324,38 @@ func TestLegacySavedTurnIsTakenOver(t *testing.T) {
 		t.Fatalf("not kept: %s", out)
 	}
 }
+
+// node identities prints the bus configuration nats-server takes, and
+// creates the seeds it names.
+func TestIdentitiesPrintsTheBusConfiguration(t *testing.T) {
+	dir := t.TempDir()
+	code, out, errOut := runCLI(t, "identities", "--config", "../../cluster.yaml", "--creds-dir", dir)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var conf struct {
+		Accounts map[string]struct {
+			Users   []struct{ Nkey string }
+			Imports []struct {
+				Service struct{ Account, Subject string }
+				Share   bool
+			}
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &conf); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, out)
+	}
+	rt, ok := conf.Accounts["runtime"]
+	if !ok || len(rt.Users) != 1 || len(rt.Imports) != 2 || !rt.Imports[0].Share || rt.Imports[0].Service.Account != "SHAREDOS" {
+		t.Fatalf("runtime account %+v", rt)
+	}
+	if n := len(conf.Accounts["SHAREDOS"].Users); n != 4 { // node, two audit readers, provider-calendar
+		t.Fatalf("%d users in the node account, want 4", n)
+	}
+	for _, name := range []string{"node", "runtime", "auditor", "auditor-acme", "provider-calendar"} {
+		st, err := os.Stat(filepath.Join(dir, name+".nk"))
+		if err != nil || st.Mode().Perm() != 0o600 {
+			t.Fatalf("seed of %s: %v %v", name, st, err)
+		}
+	}
+}

@@ -49,9 +49,9 @@ type Event struct {
 	// Caller is the bus identity that opened the turn or took the lease,
 	// on turn.opened and turn.attached, as the bus established it
 	// (docs/security.md); empty when the front does not authenticate.
-	Caller string `json:"caller,omitempty"`
-	Seq    uint64 `json:"seq"`
-	PrevHash  string `json:"prev_hash"`
+	Caller   string `json:"caller,omitempty"`
+	Seq      uint64 `json:"seq"`
+	PrevHash string `json:"prev_hash"`
 	// CatalogHash: on tool.catalog.resolved (when it succeeded),
 	// tool.catalog.listed, tool.invoked, tool.completed and turn.closed
 	// (when the turn held a catalogue).

@@ -511,6 +511,13 @@ const (
 	DefaultAuditIdentity   = "auditor"
 )
 
+// Bus is what the bus's identity configuration needs to know of this
+// config (identity.ServerConfig).
+func (c *Config) Bus() identity.Bus {
+	return identity.Bus{Prefix: c.NATS.Prefix, Account: c.NATS.Account, Stream: c.Audit.Stream,
+		ResponseTTL: time.Duration(c.Kernel.CallTimeout) + time.Minute}
+}
+
 // IdentitySet validates and indexes EffectiveIdentities.
 func (c *Config) IdentitySet() (*identity.Set, error) {
 	return identity.NewSet(c.EffectiveIdentities())

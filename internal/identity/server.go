@@ -190,3 +190,20 @@ func AuditPermissions(bus Bus, id Identity) (pub, sub []string) {
 func SegmentSubject(prefix, tenant string) string {
 	return prefix + ".audit.seg." + audit.TenantToken(tenant)
 }
+
+// Provision makes sure every identity in ids has a seed file in dir
+// (creating the missing ones, 0600) and renders the bus's configuration
+// for them (ServerConfig).
+func Provision(dir string, bus Bus, ids []Identity) (string, error) {
+	keys := Keys{}
+	for _, id := range ids {
+		kp, err := LoadOrCreateSeed(SeedFile(dir, id.Name))
+		if err != nil {
+			return "", fmt.Errorf("identity: credentials of %s: %w", id.Name, err)
+		}
+		if keys[id.Name], err = PublicKey(kp); err != nil {
+			return "", err
+		}
+	}
+	return ServerConfig(bus, ids, keys)
+}

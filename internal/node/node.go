@@ -275,20 +275,7 @@ func (n *Node) dial() error {
 		return err
 	}
 	n.credsDir = identity.DefaultDir(cfg.Node.DataDir)
-	keys := identity.Keys{}
-	for _, id := range ids.All() {
-		kp, err := identity.LoadOrCreateSeed(identity.SeedFile(n.credsDir, id.Name))
-		if err != nil {
-			return fmt.Errorf("node: credentials of %s: %w", id.Name, err)
-		}
-		if keys[id.Name], err = identity.PublicKey(kp); err != nil {
-			return err
-		}
-	}
-	accounts, err := identity.ServerConfig(identity.Bus{
-		Prefix: cfg.NATS.Prefix, Account: cfg.NATS.Account, Stream: cfg.Audit.Stream,
-		ResponseTTL: time.Duration(cfg.Kernel.CallTimeout) + time.Minute,
-	}, ids.All(), keys)
+	accounts, err := identity.Provision(n.credsDir, cfg.Bus(), ids.All())
 	if err != nil {
 		return fmt.Errorf("node: %w", err)
 	}
