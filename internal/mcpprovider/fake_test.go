@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/sharedos/sharedos/authority"
@@ -48,6 +49,9 @@ func newFake(t *testing.T, versions []string, tools ...string) *fake {
 				return f.list(req.(*mcp.ListToolsRequest).Params.Cursor)
 			case "tools/call":
 				p := req.(*mcp.CallToolRequest).Params
+				if !f.offers(p.Name) {
+					return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "unknown tool " + p.Name}
+				}
 				f.calls.Add(1)
 				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ran " + p.Name + " " + string(p.Arguments)}},
 					StructuredContent: map[string]any{"tool": p.Name}}, nil
@@ -65,6 +69,17 @@ func (f *fake) set(tools ...string) {
 	for _, t := range tools {
 		f.tools = append(f.tools, json.RawMessage(t))
 	}
+}
+
+func (f *fake) offers(name string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, raw := range f.tools {
+		if rawTool(raw).Name == name {
+			return true
+		}
+	}
+	return false
 }
 
 func (f *fake) setRaw(tools []json.RawMessage) {

@@ -37,6 +37,11 @@ type Options struct {
 	// HTTPTransport is the base of HTTP sessions (default a clone of
 	// http.DefaultTransport).
 	HTTPTransport http.RoundTripper
+	// Authority, when set, gives each tool's capability and requirement
+	// instead of the config's templates (an embedder's own mapping; the
+	// conformance harness reads them from the tool's _meta). raw is the
+	// tool's JSON as the server sent it; ok=false refuses the tool.
+	Authority func(name string, raw json.RawMessage) (capability, requirement string, ok bool)
 }
 
 // Provider serves one MCP server's tools as a providers.ContextToolProvider.
@@ -133,6 +138,7 @@ func New(id string, cfg Config, opts *Options) (*Provider, error) {
 	}
 	cfg = cfg.withDefaults(id)
 	p := &Provider{id: id, cfg: cfg, opts: o, log: o.Logger.With("mcp_server", id), norm: newNormalizer(id, cfg), profiles: map[string]*profile{}}
+	p.norm.authority = o.Authority
 	p.bg, p.cancel = context.WithCancel(context.Background())
 	return p, nil
 }
@@ -699,9 +705,30 @@ func (p *Provider) call(ctx context.Context, access authority.AccessContext, t *
 		if c == ClassNetworkUnreachable {
 			p.dropSession(pr, cs)
 		}
+		if ctx.Err() == nil && c != ClassNetworkUnreachable && c != ClassTimeout {
+			// The server refused the call itself: perhaps the tool is gone
+			// or changed. Refresh, and say so if it did.
+			if changed := p.recheck(ctx, pr, access, t); changed != nil {
+				return providers.Result{}, changed
+			}
+		}
 		return providers.Result{}, reason.New(c.code(), "mcp server %s: tools/call %s: %s: %s", p.id, t.Name, c, trimErr(err))
 	}
 	return resultOf(res)
+}
+
+// recheck re-discovers after a refused call and returns capability_changed
+// when the tool is gone or its contract is no longer the one called.
+func (p *Provider) recheck(ctx context.Context, pr *profile, access authority.AccessContext, t *Tool) error {
+	p.hint(pr, "call refused")
+	snap, err := p.current(ctx, access, false)
+	if err != nil {
+		return nil
+	}
+	if cur := snap.byName[t.Name]; cur == nil || cur.SourceRevision != t.SourceRevision {
+		return reason.New(reason.CapabilityChanged, "mcp server %s: tool %s changed or was removed (the server refused the call)", p.id, t.Name)
+	}
+	return nil
 }
 
 func resultOf(res *mcp.CallToolResult) (providers.Result, error) {

@@ -281,3 +281,25 @@ func waitFor(t *testing.T, cond func() bool) {
 }
 
 var _ = errors.Is
+
+// A read-only tool may run on an expired snapshot; when the server then
+// refuses the call because the tool is gone, the provider refreshes and
+// says capability_changed — never the server's opaque error.
+func TestRefusedCallOnRemovedToolIsCapabilityChanged(t *testing.T) {
+	f := newFake(t, nil, `{"name":"search","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true}}`) // ttlMs absent: 0
+	p := start(t, setup{servers: one(f)})
+	cat, err := p.Catalog(ctxT(t), access(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := cat.Definitions[0]
+	f.set(tool("other", objSchema))
+	_, err = p.Invoke(ctxT(t), providers.Call{Access: access(""), Tool: catalog.Identity{Provider: "work", Name: "search"},
+		Revision: revision(t, d), Token: d.Token, Arguments: json.RawMessage(`{}`)})
+	if reason.Of(err) != reason.CapabilityChanged {
+		t.Fatalf("err %v, want capability_changed", err)
+	}
+	if n := p.Discoveries(); n != 2 {
+		t.Fatalf("%d discoveries: the refusal refreshes once", n)
+	}
+}

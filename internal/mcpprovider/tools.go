@@ -102,6 +102,7 @@ type normalizer struct {
 	limits      Limits
 	schema      catalog.Limits
 	fallbackTTL time.Duration
+	authority   func(name string, raw json.RawMessage) (capability, requirement string, ok bool)
 }
 
 func newNormalizer(id string, c Config) *normalizer {
@@ -204,6 +205,13 @@ func (n *normalizer) tool(raw json.RawMessage, protocol string, at time.Time) (*
 		Capability:  n.capability + "." + capabilitySegment(w.Name),
 		Requirement: strings.ReplaceAll(n.requirement, "{tool}", requirementSegment(w.Name)),
 		Token:       hex.EncodeToString(sum[:]),
+	}
+	if n.authority != nil {
+		c, r, ok := n.authority(w.Name, raw)
+		if !ok {
+			return nil, &Refusal{Name: w.Name, Reason: "no capability is configured for it"}
+		}
+		def.Capability, def.Requirement = c, r
 	}
 	if def.Description == "" {
 		def.Description = w.Title
