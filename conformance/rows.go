@@ -53,6 +53,7 @@ func Rows() []Row {
 		catalogueMovedMidTurn, grantExpiresMidTurn, namespaceToggledMidTurn, toolAddedMidTurn,
 		stepCeiling, oneOperationTurn, providerCalledOncePerTurn, catalogHashJoins, contractChangedBeforeCall,
 		decidedAtTheInstant, foreignLease, crossTenantOpen, directProviderCall,
+		sameNameTwoServers, listChangedMidTurn,
 	}
 }
 
