@@ -74,7 +74,7 @@ func TestSmoke(t *testing.T) {
 	if len(rep.Memory) != 2 || rep.Memory[1].State != "resolved" || rep.Memory[1].BytesPerTurn <= 0 || rep.Memory[1].Registries != 1 {
 		t.Errorf("memory: %+v", rep.Memory)
 	}
-	if len(rep.Goals) != 5 {
+	if len(rep.Goals) != 6 {
 		t.Errorf("goals: %+v", rep.Goals)
 	}
 	for _, g := range rep.Goals {
@@ -92,7 +92,7 @@ func TestTableAndFlags(t *testing.T) {
 	if err := run(context.Background(), []string{"--list"}, &out, &errOut); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{scenarios.InProcess, scenarios.NATSProviderAcked, scenarios.FloorRaw} {
+	for _, name := range []string{scenarios.InProcess, scenarios.NATSProviderAcked, scenarios.FloorRaw, scenarios.NATSAckedSync, scenarios.FloorCompositeAckedSync} {
 		if !strings.Contains(out.String(), name) {
 			t.Errorf("--list lacks %s", name)
 		}

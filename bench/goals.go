@@ -15,6 +15,9 @@ const (
 	goalNATSThroughput   = 25000 // calls/s at 64 concurrent
 	goalAckedThroughput  = 10000 // calls/s
 	goalBytesPerIdleTurn = 2048
+	// Issue #13: acked audit with the stream fsyncing every write.
+	goalAckedSyncThroughput = 15000 // calls/s at 64 concurrent
+	goalAckedSyncP50        = 5000  // µs at 64 concurrent
 )
 
 // goals checks the report against the budget.
@@ -74,6 +77,15 @@ func goals(rep *harness.Report) []harness.GoalResult {
 	g = fmt.Sprintf("acked audit ≥ %dk calls/s (nats-acked, concurrency %d)", goalAckedThroughput/1000, highest)
 	if r := findAt(scenarios.NATSAcked, highest); r != nil {
 		add(g, fmt.Sprintf("%.0f calls/s", r.Throughput), verdict(r.Throughput >= goalAckedThroughput))
+	} else {
+		add(g, "-", nil)
+	}
+
+	g = fmt.Sprintf("acked audit, sync always ≥ %dk calls/s and p50 ≤ %.0f ms (%s, concurrency %d)",
+		goalAckedSyncThroughput/1000, goalAckedSyncP50/1000.0, scenarios.NATSAckedSync, highest)
+	if r := findAt(scenarios.NATSAckedSync, highest); r != nil {
+		add(g, fmt.Sprintf("%.0f calls/s, p50 %.2f ms", r.Throughput, r.Latency.P50/1000),
+			verdict(r.Throughput >= goalAckedSyncThroughput && r.Latency.P50 <= goalAckedSyncP50))
 	} else {
 		add(g, "-", nil)
 	}

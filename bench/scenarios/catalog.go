@@ -8,12 +8,14 @@ const (
 	InProcessAcked    = "inprocess-acked"
 	NATS              = "nats"
 	NATSAcked         = "nats-acked"
+	NATSAckedSync     = "nats-acked-sync"
 	NATSProvider      = "nats-provider"
 	NATSProviderAcked = "nats-provider-acked"
 
 	FloorRaw                   = "floor-nats"
 	FloorComposite             = "floor-composite"
 	FloorCompositeAcked        = "floor-composite-acked"
+	FloorCompositeAckedSync    = "floor-composite-acked-sync"
 	FloorCompositeProvider     = "floor-composite-provider"
 	FloorCompositeProviderAckd = "floor-composite-provider-acked"
 	FloorJetStreamAcked        = "floor-jetstream-acked"
@@ -32,6 +34,8 @@ func (e *Env) All() []harness.Scenario {
 		e.SharedOS(NATS, "Go client → node over NATS, static tool, audit published async", FloorComposite, "nats", ToolStatic, AuditAsync),
 		e.FloorComposite(FloorCompositeAcked, false, true),
 		e.SharedOS(NATSAcked, "Go client → node over NATS, static tool, audit acked", FloorCompositeAcked, "nats", ToolStatic, AuditAcked),
+		e.FloorCompositeSync(FloorCompositeAckedSync),
+		e.SharedOSSync(NATSAckedSync, "Go client → node over NATS, static tool, audit acked, the stream fsyncs every write (audit.sync: always)", FloorCompositeAckedSync, "nats", ToolStatic, AuditAcked),
 		e.FloorComposite(FloorCompositeProvider, true, false),
 		e.SharedOS(NATSProvider, "Go client → node → provider over NATS, audit published async", FloorCompositeProvider, "nats", ToolProvider, AuditAsync),
 		e.FloorComposite(FloorCompositeProviderAckd, true, true),

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -33,11 +34,19 @@ type Options struct {
 // with JetStream on loopback, so floors and scenarios are measured on the
 // same server. Each scenario makes its own connections, subjects (a prefix
 // of its own) and stream, and removes them when it is torn down.
+//
+// Scenarios that measure audit with sync always on a run whose server does
+// not fsync every write (the default) get a second server that does,
+// started the first time one asks for it; see server.
 type Env struct {
 	srv     *natsserver.Server
 	opts    Options
 	tempDir string
 	seq     atomic.Int64
+
+	syncMu      sync.Mutex
+	syncSrv     *natsserver.Server // nil until a sync scenario runs
+	syncTempDir string
 }
 
 // Start starts the server.
@@ -65,9 +74,17 @@ func Start(opts Options) (*Env, error) {
 	return e, nil
 }
 
-// Close stops the server and removes a temporary store. Idempotent.
+// Close stops the servers and removes temporary stores. Idempotent.
 func (e *Env) Close() {
 	e.srv.Shutdown()
+	e.syncMu.Lock()
+	if e.syncSrv != nil {
+		e.syncSrv.Shutdown()
+	}
+	if e.syncTempDir != "" {
+		_ = os.RemoveAll(e.syncTempDir)
+	}
+	e.syncMu.Unlock()
 	e.removeTemp()
 }
 
@@ -77,6 +94,34 @@ func (e *Env) removeTemp() {
 	}
 }
 
+// server is the run's server, or with sync one whose JetStream fsyncs
+// every write: the run's own when it does (Options.SyncAlways), else a
+// second one on the same machine with its own store, started on first use.
+func (e *Env) server(sync bool) (*natsserver.Server, error) {
+	if !sync || e.opts.SyncAlways {
+		return e.srv, nil
+	}
+	e.syncMu.Lock()
+	defer e.syncMu.Unlock()
+	if e.syncSrv != nil {
+		return e.syncSrv, nil
+	}
+	dir, err := os.MkdirTemp("", "sharedos-bench-sync-")
+	if err != nil {
+		return nil, err
+	}
+	srv, err := natsserver.Start(natsserver.Options{
+		ServerName: "sharedos-bench-sync", JetStream: true, StoreDir: dir, SyncAlways: true,
+		MaxPayload: 8 << 20,
+	})
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, fmt.Errorf("scenarios: starting the sync_always NATS server: %w", err)
+	}
+	e.syncSrv, e.syncTempDir = srv, dir
+	return srv, nil
+}
+
 // SyncAlways reports whether the server fsyncs every JetStream write.
 func (e *Env) SyncAlways() bool { return e.opts.SyncAlways }
 
@@ -84,13 +129,27 @@ func (e *Env) SyncAlways() bool { return e.opts.SyncAlways }
 func (e *Env) prefix() string { return fmt.Sprintf("bench%d", e.seq.Add(1)) }
 
 // nodeConn is a node's own connection: in-process, as internal/node makes it.
-func (e *Env) nodeConn(name string) (*nats.Conn, error) {
-	return e.srv.ConnectInProcess(nats.Name(name))
-}
+func (e *Env) nodeConn(name string) (*nats.Conn, error) { return e.nodeConnOn(false, name) }
 
 // remoteConn is the connection of another process (a client, a provider): TCP on loopback.
-func (e *Env) remoteConn(name string) (*nats.Conn, error) {
-	return e.srv.Connect(nats.Name(name))
+func (e *Env) remoteConn(name string) (*nats.Conn, error) { return e.remoteConnOn(false, name) }
+
+// nodeConnOn is nodeConn on server(sync).
+func (e *Env) nodeConnOn(sync bool, name string) (*nats.Conn, error) {
+	srv, err := e.server(sync)
+	if err != nil {
+		return nil, err
+	}
+	return srv.ConnectInProcess(nats.Name(name))
+}
+
+// remoteConnOn is remoteConn on server(sync).
+func (e *Env) remoteConnOn(sync bool, name string) (*nats.Conn, error) {
+	srv, err := e.server(sync)
+	if err != nil {
+		return nil, err
+	}
+	return srv.Connect(nats.Name(name))
 }
 
 // closer collects teardown steps and runs them in reverse order.

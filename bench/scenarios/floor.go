@@ -32,6 +32,8 @@ type floorShape struct {
 	// for each ack before going on (record before effect, reply after its
 	// record); otherwise they are core-NATS publishes nobody stores.
 	acked bool
+	// sync runs on a server that fsyncs every write (Env.server).
+	sync bool
 }
 
 // FloorNATS is raw NATS request/reply on the run's server: a requester on
@@ -71,6 +73,18 @@ func (e *Env) FloorNATS(name string) harness.Scenario {
 // stand-in over NATS, publishes the audit record stand-ins (core NATS,
 // or JetStream awaiting each ack), and replies. No kernel, no msgpack.
 func (e *Env) FloorComposite(name string, hop, acked bool) harness.Scenario {
+	return e.floorComposite(name, floorShape{hop: hop, acked: acked})
+}
+
+// FloorCompositeSync is FloorComposite with acked records on a server
+// that fsyncs every write: each stand-in is stored and fsynced on its
+// own, as one JetStream publish per audit record would be.
+func (e *Env) FloorCompositeSync(name string) harness.Scenario {
+	return e.floorComposite(name, floorShape{acked: true, sync: true})
+}
+
+func (e *Env) floorComposite(name string, shape floorShape) harness.Scenario {
+	hop, acked := shape.hop, shape.acked
 	desc := "bare composite: client → node → reply"
 	if hop {
 		desc = "bare composite: client → node → provider hop → reply"
@@ -80,7 +94,9 @@ func (e *Env) FloorComposite(name string, hop, acked bool) harness.Scenario {
 	} else {
 		desc += fmt.Sprintf(", %d core-NATS publishes", recordsPerCall)
 	}
-	shape := floorShape{hop: hop, acked: acked}
+	if shape.sync {
+		desc += ", fsync on every write"
+	}
 	return harness.Scenario{
 		Name: name, Description: desc,
 		Setup: func(ctx context.Context, p harness.Params) (harness.Target, error) {
@@ -120,7 +136,7 @@ func (e *Env) startComposite(ctx context.Context, shape floorShape, p harness.Pa
 		}
 	}()
 	prefix := e.prefix()
-	nodeNC, err := e.nodeConn("floor-node-" + prefix)
+	nodeNC, err := e.nodeConnOn(shape.sync, "floor-node-"+prefix)
 	if err != nil {
 		return nil, err
 	}
@@ -131,7 +147,7 @@ func (e *Env) startComposite(ctx context.Context, shape floorShape, p harness.Pa
 	}
 	providerSubject := prefix + ".floor.provider"
 	if shape.hop {
-		pc, err := e.remoteConn("floor-provider-" + prefix)
+		pc, err := e.remoteConnOn(shape.sync, "floor-provider-"+prefix)
 		if err != nil {
 			return nil, err
 		}
@@ -177,7 +193,7 @@ func (e *Env) startComposite(ctx context.Context, shape floorShape, p harness.Pa
 	if err := nodeNC.Flush(); err != nil {
 		return nil, err
 	}
-	cc, err := e.remoteConn("floor-client-" + prefix)
+	cc, err := e.remoteConnOn(shape.sync, "floor-client-"+prefix)
 	if err != nil {
 		return nil, err
 	}

@@ -17,12 +17,22 @@ import (
 // node's front), with the tool static or served by a provider, and the
 // audit mode. Its floor is named by floor.
 func (e *Env) SharedOS(name, description, floor, transport, tool, auditMode string) harness.Scenario {
+	return e.sharedOS(name, description, floor, transport, tool, auditMode, false)
+}
+
+// SharedOSSync is SharedOS on a server that fsyncs every JetStream write
+// (audit.sync: always, a node's default), whatever the run's server does.
+func (e *Env) SharedOSSync(name, description, floor, transport, tool, auditMode string) harness.Scenario {
+	return e.sharedOS(name, description, floor, transport, tool, auditMode, true)
+}
+
+func (e *Env) sharedOS(name, description, floor, transport, tool, auditMode string, sync bool) harness.Scenario {
 	return harness.Scenario{
 		Name: name, Floor: floor, Description: description,
 		Setup: func(ctx context.Context, p harness.Params) (harness.Target, error) {
 			n, err := e.startNode(ctx, nodeConfig{
 				audit: auditMode, tool: tool, front: transport == "nats",
-				stepCeiling: max(64, p.CallsPerTurn),
+				stepCeiling: max(64, p.CallsPerTurn), sync: sync,
 			})
 			if err != nil {
 				return nil, err
@@ -32,7 +42,7 @@ func (e *Env) SharedOS(name, description, floor, transport, tool, auditMode stri
 			case "inprocess":
 				return &kernelTarget{n: n, args: args}, nil
 			case "nats":
-				cc, err := e.remoteConn("bench-client-" + n.prefix)
+				cc, err := e.remoteConnOn(sync, "bench-client-"+n.prefix)
 				if err != nil {
 					_ = n.close(context.WithoutCancel(ctx))
 					return nil, err

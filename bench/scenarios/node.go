@@ -118,6 +118,8 @@ type nodeConfig struct {
 	// stepCeiling, maxTurns: 0 means the kernel's defaults.
 	stepCeiling, maxTurns int
 	idleTimeout           time.Duration
+	// sync runs the node on a server that fsyncs every write (Env.server).
+	sync bool
 }
 
 // startNode assembles a node the way internal/node does, with control
@@ -131,7 +133,7 @@ func (e *Env) startNode(ctx context.Context, cfg nodeConfig) (_ *node, err error
 			_ = n.close(context.WithoutCancel(ctx))
 		}
 	}()
-	if n.nc, err = e.nodeConn("bench-node-" + n.prefix); err != nil {
+	if n.nc, err = e.nodeConnOn(cfg.sync, "bench-node-"+n.prefix); err != nil {
 		return nil, err
 	}
 	n.closer.addConn(n.nc)
@@ -162,7 +164,7 @@ func (e *Env) startNode(ctx context.Context, cfg nodeConfig) (_ *node, err error
 			return nil, err
 		}
 	case ToolProvider:
-		pc, err := e.remoteConn("bench-provider-" + n.prefix)
+		pc, err := e.remoteConnOn(cfg.sync, "bench-provider-"+n.prefix)
 		if err != nil {
 			return nil, err
 		}
