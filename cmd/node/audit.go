@@ -112,7 +112,10 @@ func auditCmd(args []string) error {
 		return err
 	}
 	defer nc.Close()
-	opts := audit.TailOptions{Prefix: c.prefix, Stream: c.stream, Filter: filter}
+	// One tenant's records are read through a push consumer pinned to
+	// the tenant's segments: all a reader bound to some tenants may do
+	// (docs/security.md), and as good for every other reader.
+	opts := audit.TailOptions{Prefix: c.prefix, Stream: c.stream, Filter: filter, Push: filter.Tenant != "" && *durable == ""}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	switch sub {

@@ -44,6 +44,13 @@ type TailOptions struct {
 	FromStart bool
 	// Durable names a durable consumer; see Tail. ReadAll refuses it.
 	Durable string
+	// Push reads one tenant (Filter.Tenant) through an ephemeral push
+	// consumer delivered to the connection's inbox, using nothing of the
+	// JetStream API but creating that consumer: how an audit reader bound
+	// to some tenants reads (docs/security.md). Without flow control
+	// replies or with a client too slow to keep up, a push read fails
+	// rather than skip records; read again.
+	Push bool
 }
 
 // Tail delivers records — the raw Data bytes as stored, and the decoded
@@ -136,6 +143,9 @@ func tail(ctx context.Context, nc *nats.Conn, opts TailOptions, fn func([]byte, 
 		return fmt.Errorf("audit: jetstream: %w", err)
 	}
 	rd := newReader(opts.Prefix, opts.Filter, fn)
+	if opts.Push {
+		return tailPush(ctx, nc, js, opts, filters, rd, readAll)
+	}
 	if opts.Durable != "" {
 		return tailDurable(ctx, js, opts, filters, rd)
 	}

@@ -1,6 +1,7 @@
 package node_test
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -262,5 +263,57 @@ func TestRuntimeIdentityRateLimit(t *testing.T) {
 	var re *reason.Error
 	if !errors.As(err, &re) || re.Code != reason.RateLimited || re.RetryAfter <= 0 {
 		t.Fatalf("the identity's second call (another principal): %v", err)
+	}
+}
+
+// An audit reader of acme reads acme's trail, and only it: through a push
+// consumer pinned to acme's segments; another tenant's filter is refused
+// by the server, so the read gets nothing.
+func TestTenantAuditReaderReadsItsTenantOnly(t *testing.T) {
+	n := identityNode(t)
+	own := client.New(connectAs(t, n, "runtime"), nil)
+	tr, err := own.Open(ctx(t), client.Access{Tenant: "acme", Principal: "ada", Namespaces: []string{"text"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tr.Invoke(ctx(t), "text_stats", []byte(`{"text":"a"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Close(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	// A globex turn of one operation, for another tenant's records.
+	if _, err := client.New(connectAs(t, n, "globex-rt"), nil).ListTools(ctx(t), client.Access{Tenant: "globex", Principal: "gina"}); err != nil {
+		t.Fatal(err)
+	}
+
+	reader := connectAs(t, n, "auditor-acme")
+	var types []audit.Type
+	err = audit.ReadAll(ctx(t), reader, audit.TailOptions{Filter: audit.TailFilter{Tenant: "acme"}, Push: true}, func(_ []byte, ev *audit.Event) error {
+		if ev == nil || ev.Tenant != "acme" {
+			t.Fatalf("acme's reader got %+v", ev)
+		}
+		types = append(types, ev.Type)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(types) < 5 || types[0] != audit.TurnOpened || types[len(types)-1] != audit.TurnClosed {
+		t.Fatalf("acme's reader read %v", types)
+	}
+	short, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	err = audit.ReadAll(short, reader, audit.TailOptions{Filter: audit.TailFilter{Tenant: "globex"}, Push: true}, func([]byte, *audit.Event) error {
+		t.Fatal("acme's reader got a globex record")
+		return nil
+	})
+	if err == nil {
+		t.Fatal("acme's reader read globex's trail")
+	}
+	// The pull path (ordered consumers, stream info) is closed to it too.
+	err = audit.ReadAll(short, reader, audit.TailOptions{Filter: audit.TailFilter{Tenant: "acme"}}, func([]byte, *audit.Event) error { return nil })
+	if err == nil {
+		t.Fatal("acme's reader read through a pull consumer")
 	}
 }
