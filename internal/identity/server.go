@@ -178,18 +178,13 @@ func AuditPermissions(bus Bus, id Identity) (pub, sub []string) {
 	}
 	for _, t := range id.Tenants {
 		tok := audit.TenantToken(t)
-		pub = append(pub, api+"CONSUMER.CREATE."+s+".*."+SegmentSubject(bus.Prefix, t))
+		pub = append(pub, api+"CONSUMER.CREATE."+s+".*."+audit.SegmentSubject(bus.Prefix, t))
 		sub = append(sub, bus.Prefix+".audit."+tok+".>")
 	}
 	pub = append(pub, "$JS.FC."+s+".>")
 	return pub, sub
 }
 
-// SegmentSubject is the subject of tenant's audit segments:
-// "<prefix>.audit.seg.<tenant token>" (docs/audit.md).
-func SegmentSubject(prefix, tenant string) string {
-	return prefix + ".audit.seg." + audit.TenantToken(tenant)
-}
 
 // Provision makes sure every identity in ids has a seed file in dir
 // (creating the missing ones, 0600) and renders the bus's configuration
