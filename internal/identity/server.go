@@ -185,7 +185,6 @@ func AuditPermissions(bus Bus, id Identity) (pub, sub []string) {
 	return pub, sub
 }
 
-
 // Provision makes sure every identity in ids has a seed file in dir
 // (creating the missing ones, 0600) and renders the bus's configuration
 // for them (ServerConfig).
