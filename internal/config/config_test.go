@@ -38,25 +38,30 @@ func TestParseRefusesMistakes(t *testing.T) {
 		t.Fatal(err)
 	}
 	cases := map[string][2]string{
-		"unknown field":   {"  step_ceiling: 64", "  step_ceiling: 64\n  stepceiling: 3"},
-		"bad durability":  {"durability: acked", "durability: eventually"},
-		"dotted node id":  {"id: node-1", "id: node.1"},
-		"bad grant":       {`capability: "notes.*"`, `capability: "notes.**.x"`},
-		"unknown handler": {"handler: notes.put", "handler: notes.nope"},
-		"bad duration":    {"idle_timeout: 10m", "idle_timeout: ten minutes"},
-		"duplicate id":    {"id: textkit", "id: notes"},
-		"message too big": {"max_message_bytes: 1048576", "max_message_bytes: 67108865"},
-		"message small":   {"max_message_bytes: 1048576", "max_message_bytes: 65535"},
-		"negative call":   {"call_timeout: 30s", "call_timeout: -1s"},
-		"negative leases": {"max_leases_per_turn: 64", "max_leases_per_turn: -1"},
-		"negative turns":  {"max_turns_per_principal: 1024", "max_turns_per_principal: -2"},
-		"rate w/o burst":  {"call_rate: {per_second: 5000, burst: 10000}", "call_rate: {per_second: 5000}"},
-		"negative rate":   {"open_rate: {per_second: 500, burst: 1000}", "open_rate: {per_second: -1, burst: 1000}"},
-		"segment big":     {"segment_max_wait: 0s", "segment_max_wait: 0s\n  segment_max_bytes: 1048000"},
-		"segment small":   {"segment_max_wait: 0s", "segment_max_wait: 0s\n  segment_max_bytes: 4095"},
-		"long wait":       {"segment_max_wait: 0s", "segment_max_wait: 2s"},
-		"negative wait":   {"segment_max_wait: 0s", "segment_max_wait: -1ms"},
-		"negative queue":  {"max_pending: 16384", "max_pending: -1"},
+		"unknown field":              {"  step_ceiling: 64", "  step_ceiling: 64\n  stepceiling: 3"},
+		"bad durability":             {"durability: acked", "durability: eventually"},
+		"dotted node id":             {"id: node-1", "id: node.1"},
+		"bad grant":                  {`capability: "notes.*"`, `capability: "notes.**.x"`},
+		"unknown handler":            {"handler: notes.put", "handler: notes.nope"},
+		"bad duration":               {"idle_timeout: 10m", "idle_timeout: ten minutes"},
+		"duplicate id":               {"id: textkit", "id: notes"},
+		"message too big":            {"max_message_bytes: 1048576", "max_message_bytes: 67108865"},
+		"message small":              {"max_message_bytes: 1048576", "max_message_bytes: 65535"},
+		"negative call":              {"call_timeout: 30s", "call_timeout: -1s"},
+		"negative leases":            {"max_leases_per_turn: 64", "max_leases_per_turn: -1"},
+		"negative turns":             {"max_turns_per_principal: 1024", "max_turns_per_principal: -2"},
+		"rate w/o burst":             {"call_rate: {per_second: 5000, burst: 10000}", "call_rate: {per_second: 5000}"},
+		"negative rate":              {"open_rate: {per_second: 500, burst: 1000}", "open_rate: {per_second: -1, burst: 1000}"},
+		"segment big":                {"segment_max_wait: 0s", "segment_max_wait: 0s\n  segment_max_bytes: 1048000"},
+		"segment small":              {"segment_max_wait: 0s", "segment_max_wait: 0s\n  segment_max_bytes: 4095"},
+		"long wait":                  {"segment_max_wait: 0s", "segment_max_wait: 2s"},
+		"negative wait":              {"segment_max_wait: 0s", "segment_max_wait: -1ms"},
+		"negative queue":             {"max_pending: 16384", "max_pending: -1"},
+		"identity twice":             {"name: auditor-acme", "name: auditor"},
+		"unknown role":               {"role: audit\n    tenants: [acme]", "role: admin\n    tenants: [acme]"},
+		"runtime no tenants":         {"    tenants: [acme]           # and nothing else (tenant_forbidden)", "    tenants: []"},
+		"rate on a reader":           {"role: audit\n    tenants: [acme]", "role: audit\n    tenants: [acme]\n    call_rate: {per_second: 1, burst: 1}"},
+		"remote bus, no credentials": {"urls: []", "urls: [nats://nats.example.com:4222]"},
 	}
 	for name, edit := range cases {
 		y := strings.Replace(string(base), edit[0], edit[1], 1)
@@ -112,5 +117,35 @@ func TestMaxMessageBytesBounds(t *testing.T) {
 	}
 	if time.Duration(c.Kernel.CallTimeout) != 30*time.Second || time.Duration(c.Kernel.ResolveTimeout) != 5*time.Second {
 		t.Fatalf("default timeouts %v %v", c.Kernel.CallTimeout, c.Kernel.ResolveTimeout)
+	}
+}
+
+// Without identities listed, the node still has its own, a provider
+// identity per nats provider, a runtime bound to the configured tenants
+// and an all-tenant auditor; a loopback external bus needs no credentials.
+func TestEffectiveIdentities(t *testing.T) {
+	c, err := config.Parse([]byte(`
+nats: {urls: ["nats://127.0.0.1:4222"]}
+principals:
+  - {tenant: acme, principal: ada}
+  - {tenant: globex, principal: gina}
+providers:
+  - {id: calendar, kind: nats}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, id := range c.EffectiveIdentities() {
+		got[id.Name] = string(id.Role) + " " + strings.Join(id.Tenants, ",") + id.Provider
+	}
+	want := map[string]string{"node": "node ", "provider-calendar": "provider calendar", "runtime": "runtime acme,globex", "auditor": "audit *"}
+	if len(got) != len(want) {
+		t.Fatalf("identities %v, want %v", got, want)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s: %q, want %q", k, got[k], v)
+		}
 	}
 }

@@ -1,0 +1,143 @@
+package identity_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/sharedos/sharedos/internal/identity"
+)
+
+func TestPermits(t *testing.T) {
+	rt := identity.Identity{Name: "rt", Role: identity.Runtime, Tenants: []string{"acme"}}
+	narrow := identity.Identity{Name: "rt2", Role: identity.Runtime, Tenants: []string{"acme"}, Principals: []string{"acme/ada"}}
+	all := identity.Identity{Name: "rt3", Role: identity.Runtime, Tenants: []string{identity.AllTenants}}
+	for _, c := range []struct {
+		id                identity.Identity
+		tenant, principal string
+		want              bool
+	}{
+		{rt, "acme", "ada", true},
+		{rt, "acme", "bob", true},
+		{rt, "globex", "ada", false},
+		{rt, "", "ada", false},
+		{narrow, "acme", "ada", true},
+		{narrow, "acme", "bob", false},
+		{narrow, "globex", "ada", false},
+		{all, "globex", "gina", true},
+		{identity.Identity{Name: "n", Role: identity.Node}, "any", "one", true},
+		{identity.Identity{Name: "a", Role: identity.Audit, Tenants: []string{"acme"}}, "acme", "ada", false},
+		{identity.Identity{Name: "p", Role: identity.Provider, Provider: "x"}, "acme", "ada", false},
+	} {
+		if got := c.id.Permits(c.tenant, c.principal); got != c.want {
+			t.Errorf("%s.Permits(%q, %q) = %v, want %v", c.id.Name, c.tenant, c.principal, got, c.want)
+		}
+	}
+}
+
+func TestValidate(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		id   identity.Identity
+	}{
+		{"bad name", identity.Identity{Name: "a.b", Role: identity.Node}},
+		{"reserved name", identity.Identity{Name: identity.NodeAccount, Role: identity.Node}},
+		{"unknown role", identity.Identity{Name: "x", Role: "admin"}},
+		{"runtime without tenants", identity.Identity{Name: "x", Role: identity.Runtime}},
+		{"audit without tenants", identity.Identity{Name: "x", Role: identity.Audit}},
+		{"provider without provider", identity.Identity{Name: "x", Role: identity.Provider}},
+		{"provider field on a runtime", identity.Identity{Name: "x", Role: identity.Runtime, Tenants: []string{"a"}, Provider: "p"}},
+		{"principal not tenant/principal", identity.Identity{Name: "x", Role: identity.Runtime, Tenants: []string{"a"}, Principals: []string{"ada"}}},
+		{"principal of an unbound tenant", identity.Identity{Name: "x", Role: identity.Runtime, Tenants: []string{"a"}, Principals: []string{"b/ada"}}},
+		{"principals on an audit reader", identity.Identity{Name: "x", Role: identity.Audit, Tenants: []string{"a"}, Principals: []string{"a/ada"}}},
+	} {
+		if err := c.id.Validate(); !errors.Is(err, identity.ErrInvalid) {
+			t.Errorf("%s: %v, want ErrInvalid", c.name, err)
+		}
+	}
+	if _, err := identity.NewSet([]identity.Identity{{Name: "n", Role: identity.Node}, {Name: "n", Role: identity.Node}}); !errors.Is(err, identity.ErrInvalid) {
+		t.Errorf("duplicate names: %v", err)
+	}
+}
+
+// The rendered configuration is what nats-server takes: each runtime an
+// account importing the turn subjects with share, everyone else a user of
+// the node account.
+func TestServerConfigIsValidNATSConfiguration(t *testing.T) {
+	dir := t.TempDir()
+	ids := []identity.Identity{
+		{Name: "node", Role: identity.Node},
+		{Name: "rt", Role: identity.Runtime, Tenants: []string{"acme"}},
+		{Name: "p", Role: identity.Provider, Provider: "calendar"},
+		{Name: "a", Role: identity.Audit, Tenants: []string{"acme", "a.b"}},
+	}
+	conf, err := identity.Provision(dir, identity.Bus{Prefix: "sharedos", Stream: "S"}, ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var o server.Options
+	if err := o.ProcessConfigString(conf); err != nil {
+		t.Fatalf("nats-server refuses it: %v\n%s", err, conf)
+	}
+	if len(o.Nkeys) != 4 {
+		t.Fatalf("%d nkey users, want 4", len(o.Nkeys))
+	}
+	for _, want := range []string{`"share": true`, `"sharedos.turn.>"`, `"sharedos.provider.calendar.>"`,
+		`"$JS.API.CONSUMER.CREATE.S.*.sharedos.audit.seg.acme"`, `"$JS.API.CONSUMER.CREATE.S.*.sharedos.audit.seg.~612e62"`, `"_INBOX_a.>"`} {
+		if !strings.Contains(conf, want) {
+			t.Errorf("configuration lacks %s", want)
+		}
+	}
+	// Provisioning again keeps the seeds.
+	before, _ := os.ReadFile(identity.SeedFile(dir, "rt"))
+	if _, err := identity.Provision(dir, identity.Bus{Prefix: "sharedos", Stream: "S"}, ids); err != nil {
+		t.Fatal(err)
+	}
+	if after, _ := os.ReadFile(identity.SeedFile(dir, "rt")); string(after) != string(before) {
+		t.Fatal("provisioning replaced an existing seed")
+	}
+}
+
+func TestSeedFiles(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "creds")
+	path := identity.SeedFile(dir, "rt")
+	kp, err := identity.LoadOrCreateSeed(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(path)
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("seed file mode %v %v", st.Mode(), err)
+	}
+	if d, _ := os.Stat(dir); d.Mode().Perm() != 0o700 {
+		t.Fatalf("creds dir mode %v", d.Mode())
+	}
+	again, err := identity.LoadSeed(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := kp.PublicKey()
+	b, _ := again.PublicKey()
+	if a != b || !strings.HasPrefix(a, "U") {
+		t.Fatalf("keys %s %s", a, b)
+	}
+	if err := os.Chmod(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := identity.LoadSeed(path); err == nil || !strings.Contains(err.Error(), "chmod 600") {
+		t.Fatalf("a world-readable seed: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "junk.nk"), []byte("not a seed"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := identity.LoadSeed(filepath.Join(dir, "junk.nk")); err == nil {
+		t.Fatal("junk accepted as a seed")
+	}
+	if identity.NameOfSeedFile(path) != "rt" {
+		t.Fatal(identity.NameOfSeedFile(path))
+	}
+}
