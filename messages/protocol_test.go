@@ -82,8 +82,10 @@ func TestAccessRoundTripsEveryField(t *testing.T) {
 	}
 	// Every field of AccessContext is carried: a new field must be added
 	// to the wire form (or this count) deliberately.
-	if n := reflect.TypeOf(a).NumField(); n != 8 {
-		t.Fatalf("AccessContext has %d fields; the wire Access carries 7 and the node stamps Now", n)
+	// Caller and Transport are the node's to set (the bus's identity,
+	// the front a request came through), never the sender's.
+	if n := reflect.TypeOf(a).NumField(); n != 10 {
+		t.Fatalf("AccessContext has %d fields; the wire Access carries 7, the node stamps Now and sets Caller and Transport", n)
 	}
 }
 

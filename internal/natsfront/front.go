@@ -42,6 +42,9 @@ type Options struct {
 	// Observe, if set, is called after each request with its op, outcome
 	// code ("" for success) and latency (metrics).
 	Observe func(op messages.Op, code reason.Code, d time.Duration)
+	// Tokens mints execution tokens for the MCP front (op token); nil:
+	// the op is refused node_unavailable.
+	Tokens TokenMinter
 
 	// Identities, if set, makes the front serve only authenticated
 	// callers: a request's caller is the runtime identity whose account
@@ -129,6 +132,7 @@ func Serve(nc *nats.Conn, k *actors.Kernel, opts Options) (*Front, error) {
 		{"update_namespaces", messages.TurnSubject(p, node, messages.OpUpdateNamespaces), "", messages.OpUpdateNamespaces, f.updateNamespaces, "UpdateNamespacesRequest", "AckReply"},
 		{"invoke", messages.TurnSubject(p, node, messages.OpInvoke), "", messages.OpInvoke, f.invoke, "InvokeRequest", "InvokeReply"},
 		{"close", messages.TurnSubject(p, node, messages.OpClose), "", messages.OpClose, f.close, "CloseRequest", "AckReply"},
+		{"token", messages.TurnSubject(p, node, messages.OpToken), "", messages.OpToken, f.token, "TokenRequest", "TokenReply"},
 		{"oneop_list", messages.OneOpSubject(p, messages.OpList), messages.QueueGroup, messages.OpList, f.list, "ListRequest", "ListReply"},
 		{"oneop_namespaces", messages.OneOpSubject(p, messages.OpNamespaces), messages.QueueGroup, messages.OpNamespaces, f.namespaces, "TurnRequest", "NamespacesReply"},
 		{"oneop_invoke", messages.OneOpSubject(p, messages.OpInvoke), messages.QueueGroup, messages.OpInvoke, f.invoke, "InvokeRequest", "InvokeReply"},

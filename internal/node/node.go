@@ -27,6 +27,7 @@ import (
 	"github.com/sharedos/sharedos/internal/audit"
 	"github.com/sharedos/sharedos/internal/config"
 	"github.com/sharedos/sharedos/internal/identity"
+	"github.com/sharedos/sharedos/internal/mcpfront"
 	"github.com/sharedos/sharedos/internal/mcpprovider"
 	"github.com/sharedos/sharedos/internal/natsfront"
 	"github.com/sharedos/sharedos/internal/natsserver"
@@ -71,6 +72,10 @@ type Node struct {
 	httpSrv *http.Server
 	httpLn  net.Listener
 	metrics *metrics
+	// mcpFront serves turns over MCP at /mcp; mcpWatch tells it of
+	// closed turns (internal/node/mcpfront.go).
+	mcpFront *mcpfront.Front
+	mcpWatch *mcpfront.Watch
 
 	// ids are who may be on the bus; credsDir holds the embedded server's
 	// generated seeds (docs/security.md).
@@ -188,7 +193,7 @@ func Start(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err 
 	n.registerMCPMetrics()
 	n.kernel, err = actors.New(actors.Options{
 		Node: cfg.Node.ID, Providers: ps, Required: cfg.Required(), Authority: auth,
-		Sink:        observingSink{next: n.checkpoints, m: n.metrics},
+		Sink:        n.watchTurns(observingSink{next: n.checkpoints, m: n.metrics}),
 		StepCeiling: cfg.Kernel.StepCeiling, MaxInFlightPerTurn: cfg.Kernel.MaxInFlightPerTurn, MaxTurns: cfg.Kernel.MaxTurns,
 		MaxTurnsPerPrincipal: cfg.Kernel.MaxTurnsPerPrincipal, MaxLeasesPerTurn: cfg.Kernel.MaxLeasesPerTurn,
 		OpenRate:    actors.RateLimit{Rate: cfg.Kernel.OpenRate.PerSecond, Burst: cfg.Kernel.OpenRate.Burst},
@@ -205,6 +210,7 @@ func Start(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err 
 	lim.MaxBytes = cfg.NATS.MaxMessageBytes
 	fopts := natsfront.Options{
 		Prefix: cfg.NATS.Prefix, Limits: lim, Logger: n.log, Observe: n.metrics.observeRequest,
+		Tokens: tokenMinter{n},
 	}
 	if n.srv != nil || cfg.NATS.Credentials != "" {
 		// The bus authenticates every party: serve only runtime
@@ -378,6 +384,10 @@ func (n *Node) serveHTTP() error {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(n.metrics.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /status", n.serveStatus)
+	if err := n.serveMCP(mux, ln.Addr()); err != nil {
+		_ = ln.Close()
+		return err
+	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte("ok\n"))
 	})
