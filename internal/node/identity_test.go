@@ -191,6 +191,8 @@ func TestRolesAreConfinedToTheirSubjects(t *testing.T) {
 		{"runtime", "read the audit", "sharedos.audit.acme.tool.invoked", sub},
 		{"runtime", "forge an audit event", "sharedos.audit.acme.tool.invoked", pub},
 		{"runtime", "use JetStream", "$JS.API.STREAM.INFO.SHAREDOS_AUDIT", pub},
+		{"runtime", "answer as a provider", "sharedos.provider.calendar.invoke", sub},
+		{"auditor-acme", "answer as a provider", "sharedos.provider.calendar.invoke", sub},
 		{"provider-calendar", "serve another provider", "sharedos.provider.notes.invoke", sub},
 		{"provider-calendar", "forge an audit segment", "sharedos.audit.seg.acme", pub},
 		{"provider-calendar", "open a turn", "sharedos.turn.open", pub},
