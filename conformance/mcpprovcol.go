@@ -214,7 +214,9 @@ func (b *bridge) call(ctx context.Context, p *mcp.CallToolParamsRaw) (*mcp.CallT
 // does when its own tool set changes; the middleware answers tools/list).
 func (b *bridge) notify() {
 	b.srv.AddTool(&mcp.Tool{Name: "zz-list-changed", InputSchema: json.RawMessage(`{"type":"object"}`)},
-		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return &mcp.CallToolResult{}, nil })
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{}, nil
+		})
 	b.srv.RemoveTools("zz-list-changed")
 }
 

@@ -3,8 +3,10 @@ package mcpprovider
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os/exec"
 	"strings"
 
@@ -136,6 +138,16 @@ func classify(err error, status int, tooLarge int64) Class {
 	case status >= 400:
 		return ClassMalformedResponse
 	}
+	var ne net.Error
+	var ue *url.Error
+	var ee *exec.Error
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return ClassTimeout
+	case errors.As(err, &ee), errors.As(err, &ne), errors.As(err, &ue), errors.Is(err, io.EOF),
+		errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, mcp.ErrConnectionClosed):
+		return ClassNetworkUnreachable
+	}
 	var we *jsonrpc.Error
 	if errors.As(err, &we) {
 		switch we.Code {
@@ -147,15 +159,6 @@ func classify(err error, status int, tooLarge int64) Class {
 			return ClassMalformedResponse
 		}
 		return ClassServerBug
-	}
-	if errors.Is(err, context.DeadlineExceeded) {
-		return ClassTimeout
-	}
-	var ne net.Error
-	var ee *exec.Error
-	switch {
-	case errors.As(err, &ee), errors.As(err, &ne), errors.Is(err, mcp.ErrConnectionClosed):
-		return ClassNetworkUnreachable
 	}
 	msg := err.Error()
 	switch {
