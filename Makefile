@@ -112,3 +112,10 @@ mutation:
 
 clean:
 	rm -rf data .sharedos
+
+## mcp-interop: the MCP-backed provider against a real third-party MCP server: the reference
+## "everything" server from npm (@modelcontextprotocol/server-everything), over stdio via npx.
+## Needs node/npx and the npm registry; about 10s once npx has the package cached.
+.PHONY: mcp-interop
+mcp-interop:
+	MCP_INTEROP=1 $(GO) test -count=1 -run '^TestInteropEverything$$' -v ./internal/mcpprovider

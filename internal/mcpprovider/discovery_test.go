@@ -27,8 +27,12 @@ func TestTenThousandToolsPaginatedToTheEnd(t *testing.T) {
 	f := newFake(t, nil)
 	f.setRaw(raw)
 	f.pageSize = 500
-	p := start(t, setup{servers: one(f)})
-	cat, err := p.Catalog(ctxT(t), access(""))
+	// Generous bounds: 10,000 schemas under the race detector on a shared machine.
+	long := mcpprovider.Config{ListTimeout: mcpprovider.Duration(5 * time.Minute)}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	p := start(t, setup{servers: one(f), cfg: long})
+	cat, err := p.Catalog(ctx, access(""))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,8 +41,8 @@ func TestTenThousandToolsPaginatedToTheEnd(t *testing.T) {
 	}
 	// One more than the bound fails the listing as a whole: not a truncated catalogue.
 	f.setRaw(append(raw, json.RawMessage(tool("t10000", `{"type":"object"}`))))
-	p2 := start(t, setup{servers: one(f)})
-	_, err = p2.Catalog(ctxT(t), access(""))
+	p2 := start(t, setup{servers: one(f), cfg: long})
+	_, err = p2.Catalog(ctx, access(""))
 	if reason.Of(err) != reason.ProviderError || p2.Status()[0].Class != mcpprovider.ClassMalformedResponse {
 		t.Fatalf("err %v status %+v", err, p2.Status())
 	}
@@ -140,6 +144,7 @@ func ptr[T any](v T) *T { return &v }
 
 func TestConcurrentTurnsShareOneDiscovery(t *testing.T) {
 	f := newFake(t, nil, tool("search", objSchema))
+	f.ttlMs = ptr(3600000) // with no ttlMs every turn after the first answer may re-discover
 	p := start(t, setup{servers: one(f)})
 	var wg sync.WaitGroup
 	for i := range 50 {

@@ -199,9 +199,19 @@ func (n *normalizer) tool(raw json.RawMessage, protocol string, at time.Time) (*
 	}
 	readOnly := ann.ReadOnlyHint != nil && *ann.ReadOnlyHint
 	destructive := !readOnly && (ann.DestructiveHint == nil || *ann.DestructiveHint)
+	in, err := adaptDialect(w.InputSchema)
+	if err != nil {
+		return nil, &Refusal{Name: w.Name, Reason: "input schema: " + err.Error()}
+	}
+	out := w.OutputSchema
+	if len(out) > 0 && string(out) != "null" {
+		if out, err = adaptDialect(out); err != nil {
+			return nil, &Refusal{Name: w.Name, Reason: "output schema: " + err.Error()}
+		}
+	}
 	def := catalog.Definition{
 		Name: w.Name, Namespace: n.server, Description: w.Description,
-		InputSchema: w.InputSchema, OutputSchema: w.OutputSchema, Annotations: w.Annotations,
+		InputSchema: in, OutputSchema: out, Annotations: w.Annotations,
 		Capability:  n.capability + "." + capabilitySegment(w.Name),
 		Requirement: strings.ReplaceAll(n.requirement, "{tool}", requirementSegment(w.Name)),
 		Token:       hex.EncodeToString(sum[:]),
@@ -222,7 +232,7 @@ func (n *normalizer) tool(raw json.RawMessage, protocol string, at time.Time) (*
 	}
 	return &Tool{
 		Server: n.server, Name: w.Name, Title: w.Title, Description: w.Description,
-		InputSchema: w.InputSchema, OutputSchema: w.OutputSchema, Annotations: w.Annotations,
+		InputSchema: in, OutputSchema: out, Annotations: w.Annotations,
 		ReadOnly: readOnly, Destructive: destructive, DiscoveredAt: at, ProtocolVersion: protocol,
 		SourceRevision: def.Token, Definition: def, Revision: ct.Revision,
 	}, nil

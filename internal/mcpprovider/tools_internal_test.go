@@ -2,6 +2,7 @@ package mcpprovider
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 )
@@ -121,5 +122,36 @@ func TestStateMachine(t *testing.T) {
 		if got := next(tc.from, tc.ev, tc.c, tc.has); got != tc.want {
 			t.Errorf("%s --%d/%s--> %s, want %s", tc.from, tc.ev, tc.c, got, tc.want)
 		}
+	}
+}
+
+func TestDraft07AdaptedOnlyWhenItMeansTheSame(t *testing.T) {
+	c := Config{Transport: "memory", Server: "x"}.withDefaults("s")
+	n := newNormalizer("s", c)
+	d7 := `"$schema":"http://json-schema.org/draft-07/schema#",`
+	l, err := n.build([]json.RawMessage{page(
+		`{"name":"zod","inputSchema":{`+d7+`"type":"object","properties":{"n":{"type":"number"},"tags":{"type":"array","items":{"type":"string"}}},"required":["n"],"additionalProperties":false}}`,
+		`{"name":"tuple","inputSchema":{`+d7+`"type":"object","properties":{"p":{"type":"array","items":[{"type":"number"},{"type":"number"}]}}}}`,
+		`{"name":"deps","inputSchema":{`+d7+`"type":"object","dependencies":{"a":["b"]}}}`,
+		`{"name":"refsib","inputSchema":{`+d7+`"type":"object","definitions":{"s":{"type":"string"}},"properties":{"x":{"$ref":"#/definitions/s","maxLength":3}}}}`,
+		`{"name":"draft4","inputSchema":{"$schema":"http://json-schema.org/draft-04/schema#","type":"object"}}`,
+	)}, "2025-06-18", time.Unix(0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.tools) != 1 || l.tools[0].Name != "zod" {
+		t.Fatalf("served %+v", l.tools)
+	}
+	if string(l.tools[0].Definition.InputSchema) == "" || json.Valid(l.tools[0].Definition.InputSchema) == false {
+		t.Fatal("adapted schema is not JSON")
+	}
+	want := map[string]string{"tuple": `"items" is an array`, "deps": `"dependencies"`, "refsib": `"$ref" beside`, "draft4": "dialect"}
+	for _, r := range l.refused {
+		if !strings.Contains(r.Reason, want[r.Name]) {
+			t.Errorf("%s refused for %q, want %q", r.Name, r.Reason, want[r.Name])
+		}
+	}
+	if len(l.refused) != 4 {
+		t.Fatalf("refused %+v", l.refused)
 	}
 }
