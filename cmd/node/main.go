@@ -37,6 +37,8 @@ const usage = `usage: node COMMAND [SUBCOMMAND] [flags] [arguments]
   node serve [--config cluster.yaml] [--log-level info]
   node turn open --tenant T --principal P [--credential C] [--ns a,b] [--attr k=v,k=v] [--attach NODE/TURN]
   node turn list | namespaces | call ALIAS [JSON] | ns-set a,b | close | saved   [--turn NODE/TURN]
+  node turn token [--ttl 10m] [--out FILE]   [--turn NODE/TURN]
+  node mcp [--token-file FILE] [--url URL]
   node audit tail [--tenant T] [--turn ID] [--type TYPE] [--from-start] [--durable NAME]
   node audit export [--out FILE]
   node audit verify [--file FILE] [--trust KEYS] [--anchor CHECKPOINT] [--open-ok=false]
@@ -71,6 +73,8 @@ func run(args []string) int {
 		err = serve(args[1:])
 	case "turn":
 		err = turnCmd(args[1:])
+	case "mcp":
+		err = mcpCmd(args[1:])
 	case "audit":
 		err = auditCmd(args[1:])
 	case "status":

@@ -55,7 +55,7 @@ var (
 )
 
 func turnCmd(args []string) error {
-	sub, args, err := group("turn", turnUsage, args, "open", "list", "namespaces", "call", "invoke", "ns-set", "close", "saved")
+	sub, args, err := group("turn", turnUsage, args, "open", "list", "namespaces", "call", "invoke", "ns-set", "close", "saved", "token")
 	if err != nil {
 		return err
 	}
@@ -70,6 +70,7 @@ func turnCmd(args []string) error {
 		"ns-set":     "a,b,... [--turn NODE/TURN] [flags]",
 		"close":      "[--turn NODE/TURN] [flags]",
 		"saved":      "",
+		"token":      "[--ttl 10m] [--out FILE] [--turn NODE/TURN] [flags]",
 	}[sub]
 	about := map[string]string{
 		"open":       "Opens a turn and saves its handle and lease in " + statePath + "; it becomes the\nturn the other commands act on. Turns opened before stay saved (node turn saved).\nWith --attach, joins a turn already open (opened by another process, under the\nsame tenant, principal, credential and attributes) with a lease of its own.",
@@ -79,6 +80,7 @@ func turnCmd(args []string) error {
 		"ns-set":     "Replaces the turn's enabled namespaces.",
 		"close":      "Releases the turn's lease (the turn closes when its last lease goes) and forgets it.",
 		"saved":      "Prints the turns saved in " + statePath + "; the last one is the default.",
+		"token":      "Mints an execution token for the turn: a model sandbox reaches the turn's tools\nover MCP with it (at the printed url, or through node mcp --token-file FILE).\nWith --out, the token is written to FILE (mode 0600) and not printed.",
 	}[sub]
 	fs := newFlags("turn "+sub, synopsis, about)
 	var c conn
@@ -100,6 +102,7 @@ func turnCmd(args []string) error {
 		fs.StringVar(&attrs, "attr", "", "attributes k=v,k=v")
 		fs.StringVar(&attach, "attach", "", "join this open turn (NODE/TURN) instead of opening a new one")
 	}
+	ttl, tokenOut := turnTokenFlags(fs, sub)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -287,6 +290,8 @@ func turnCmd(args []string) error {
 			out["structured"] = json.RawMessage(rep.Structured)
 		}
 		return printJSON(out)
+	case "token":
+		return turnToken(ctx, t, h, *ttl, *tokenOut, gone)
 	case "close":
 		if err := t.Close(ctx); err != nil && !errors.Is(err, reason.ErrTurnClosed) && !errors.Is(err, reason.ErrTurnNotFound) {
 			return refusal(err, h)
