@@ -40,5 +40,6 @@ func (e *Env) All() []harness.Scenario {
 		e.SharedOS(NATSProvider, "Go client → node → provider over NATS, audit published async", FloorCompositeProvider, "nats", ToolProvider, AuditAsync),
 		e.FloorComposite(FloorCompositeProviderAckd, true, true),
 		e.SharedOS(NATSProviderAcked, "Go client → node → provider over NATS, audit acked", FloorCompositeProviderAckd, "nats", ToolProvider, AuditAcked),
+		e.FloorMCP(FloorMCPDirect), e.MCPProviderScenario(MCPProvider, FloorMCPDirect), // bench/scenarios/mcp.go
 	}
 }
