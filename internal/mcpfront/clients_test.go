@@ -133,7 +133,7 @@ func TestOfficialClientOverStdio(t *testing.T) {
 				t.Fatal(err)
 			}
 			_, err = s.CallTool(ctx, &mcp.CallToolParams{Name: "notion_search", Arguments: callArgs("acme")})
-			if err == nil || !strings.Contains(err.Error(), "HTTP 403") || !strings.Contains(err.Error(), "closed") {
+			if err == nil || !strings.Contains(err.Error(), "forbidden") || !strings.Contains(err.Error(), "is closed") {
 				t.Fatalf("after close over stdio: %v", err)
 			}
 		})

@@ -3,8 +3,10 @@ package mcpfront
 import (
 	"context"
 	"crypto/ed25519"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -55,7 +57,8 @@ type Options struct {
 	// ListTTL is the ttlMs a listing carries: how long a client may keep
 	// it. A turn's catalogue is pinned, but what its principal may see
 	// follows live authority and namespaces, so a listing may go stale;
-	// calls are decided live whatever the client cached. Default 5s.
+	// calls are decided live whatever the client cached. Default 5s;
+	// negative: 0 (re-list every time).
 	ListTTL time.Duration
 	// RequestTimeout bounds one request's work. Default 2m.
 	RequestTimeout time.Duration
@@ -116,16 +119,27 @@ type Front struct {
 	turns map[string]*turnEntry
 }
 
-// turnEntry is one turn the front has minted tokens for: the access the
-// front operates it with (the minter's lease, never shown to anyone), the
-// catalogue it holds, and the turn's mcp.Server.
+// turnEntry is one turn the front has minted tokens for: its authority,
+// the catalogue it holds, the turn's mcp.Server, and for each token the
+// access it operates the turn with (its minter's lease, never shown to
+// anyone: a token works while the lease it was minted under is held).
 type turnEntry struct {
-	access  authority.AccessContext
+	auth    authority.AccessContext
 	hash    string
 	server  *mcp.Server
-	expires time.Time // the latest expiry of its tokens
+	tokens  map[string]minted // by token id
+	expires time.Time         // the latest expiry of its tokens
 	closed  bool
 }
+
+type minted struct {
+	access  authority.AccessContext
+	expires time.Time
+}
+
+// MaxTokensPerTurn bounds the unexpired tokens of one turn; mints beyond
+// it are refused overloaded.
+const MaxTokensPerTurn = 1024
 
 // New returns a front; serve its Handler at Path (and MetadataPath).
 func New(opts Options) (*Front, error) {
@@ -213,12 +227,22 @@ func (f *Front) Mint(ctx context.Context, access authority.AccessContext, ttl ti
 		if len(f.turns) >= f.opts.MaxTurns {
 			return Token{}, reason.New(reason.Overloaded, "the MCP front of node %s serves %d turns", f.k.Node(), len(f.turns))
 		}
-		e = &turnEntry{hash: info.CatalogHash}
+		auth := op
+		auth.LeaseID, auth.Caller, auth.Transport = "", "", ""
+		e = &turnEntry{auth: auth, hash: info.CatalogHash, tokens: map[string]minted{}}
 		e.server = f.newServer(e)
 		f.turns[info.TurnID] = e
 	}
-	// The latest minter's lease is the one the front operates with.
-	e.access, e.closed = op, false
+	for id, m := range e.tokens {
+		if !now.Before(m.expires) {
+			delete(e.tokens, id)
+		}
+	}
+	if len(e.tokens) >= MaxTokensPerTurn {
+		return Token{}, reason.New(reason.Overloaded, "turn %s has %d unexpired tokens", info.TurnID, len(e.tokens))
+	}
+	e.tokens[c.ID] = minted{access: op, expires: c.ExpiresAt()}
+	e.closed = false
 	if exp := c.ExpiresAt(); exp.After(e.expires) {
 		e.expires = exp
 	}
@@ -274,11 +298,24 @@ func (f *Front) verify(_ context.Context, tok string, _ *http.Request) (*auth.To
 }
 
 // forbid refuses a verified token that the turn does not admit: 403, with
-// the reason in the body and in WWW-Authenticate.
-func (f *Front) forbid(w http.ResponseWriter, format string, args ...any) {
+// the reason in WWW-Authenticate and as a JSON-RPC error answering the
+// request (code CodeRefused, data {code, message}), which MCP clients
+// surface as the call's error.
+func (f *Front) forbid(w http.ResponseWriter, r *http.Request, code reason.Code, format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
+	var req struct {
+		ID json.RawMessage `json:"id"`
+	}
+	_ = json.NewDecoder(io.LimitReader(r.Body, f.opts.MaxRequestBodyBytes)).Decode(&req)
+	if len(req.ID) == 0 {
+		req.ID = json.RawMessage("null")
+	}
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": req.ID, "error": map[string]any{
+		"code": CodeRefused, "message": "forbidden: " + msg, "data": map[string]string{"code": string(code), "message": msg}}})
 	w.Header().Set("WWW-Authenticate", fmt.Sprintf(`Bearer resource_metadata=%q, error="invalid_token", error_description=%q`, f.metaURL, msg))
-	http.Error(w, "forbidden: "+msg, http.StatusForbidden)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusForbidden)
+	_, _ = w.Write(body)
 }
 
 // bind admits a verified token only for the open turn it names, holding
@@ -288,31 +325,34 @@ func (f *Front) bind(next http.Handler) http.Handler {
 		ti := auth.TokenInfoFromContext(r.Context())
 		c, _ := ti.Extra["claims"].(*Claims)
 		if c == nil {
-			f.forbid(w, "no execution token claims")
+			f.forbid(w, r, reason.Internal, "no execution token claims")
 			return
 		}
 		f.mu.RLock()
 		e := f.turns[c.Turn]
-		var closed bool
+		var closed, issued bool
 		var hash string
 		var access authority.AccessContext
 		if e != nil {
-			closed, hash, access = e.closed, e.hash, e.access
+			closed, hash, access = e.closed, e.hash, e.auth
+			_, issued = e.tokens[c.ID]
 		}
 		f.mu.RUnlock()
 		switch {
 		case e == nil && c.Node != f.k.Node():
-			f.forbid(w, "turn %s is served by node %s, not %s", c.Turn, c.Node, f.k.Node())
+			f.forbid(w, r, reason.TurnNotFound, "turn %s is served by node %s, not %s", c.Turn, c.Node, f.k.Node())
 		case e == nil:
-			f.forbid(w, "no open turn %s on node %s (closed, or its tokens expired)", c.Turn, c.Node)
+			f.forbid(w, r, reason.TurnNotFound, "no open turn %s on node %s (closed, or its tokens expired)", c.Turn, c.Node)
 		case closed:
-			f.forbid(w, "turn %s is closed", c.Turn)
+			f.forbid(w, r, reason.TurnClosed, "turn %s is closed", c.Turn)
 		case c.Tenant != access.Tenant:
-			f.forbid(w, "the token is for tenant %q; turn %s is not", c.Tenant, c.Turn)
+			f.forbid(w, r, reason.TenantForbidden, "the token is for tenant %q; turn %s is not", c.Tenant, c.Turn)
 		case !c.sameAuthority(access.Tenant, access.Principal, access.CredentialProfile, access.Attributes):
-			f.forbid(w, "the token's principal is not turn %s's", c.Turn)
+			f.forbid(w, r, reason.TurnNotFound, "the token's principal is not turn %s's", c.Turn)
 		case c.CatalogHash != hash:
-			f.forbid(w, "the token binds catalogue %s but turn %s holds %s: a token minted for another catalogue cannot reconnect", short(c.CatalogHash), c.Turn, short(hash))
+			f.forbid(w, r, reason.TurnNotFound, "the token binds catalogue %s but turn %s holds %s: a token minted for another catalogue cannot reconnect", short(c.CatalogHash), c.Turn, short(hash))
+		case !issued:
+			f.forbid(w, r, reason.TurnNotFound, "token %s was not issued for turn %s by this node", c.ID, c.Turn)
 		default:
 			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), entryKey{}, e)))
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/sharedos/sharedos/actors"
+	"github.com/sharedos/sharedos/authority"
 	"github.com/sharedos/sharedos/reason"
 )
 
@@ -59,9 +60,10 @@ func (f *Front) newServer(e *turnEntry) *mcp.Server {
 func (f *Front) list(ctx context.Context, e *turnEntry, req *mcp.ListToolsRequest) (*mcp.ListToolsResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, f.opts.RequestTimeout)
 	defer cancel()
-	f.mu.RLock()
-	access := e.access
-	f.mu.RUnlock()
+	access, err := f.tokenAccess(e, req.Extra)
+	if err != nil {
+		return nil, refusedError(err)
+	}
 	page := actors.ListPage{MaxTools: f.opts.PageSize}
 	if req.Params != nil {
 		page.After = req.Params.Cursor
@@ -76,7 +78,7 @@ func (f *Front) list(ctx context.Context, e *turnEntry, req *mcp.ListToolsReques
 	}
 	res := &mcp.ListToolsResult{Tools: make([]*mcp.Tool, len(l.Tools)), NextCursor: l.NextCursor}
 	res.Meta = mcp.Meta{MetaCatalogHash: l.CatalogHash}
-	res.TTLMs = int(f.opts.ListTTL.Milliseconds())
+	res.TTLMs = int(max(f.opts.ListTTL, 0).Milliseconds())
 	res.CacheScope = "private" // one token's view: never shared
 	for i, t := range l.Tools {
 		mt := &mcp.Tool{Name: t.Alias, Description: t.Description, InputSchema: json.RawMessage(t.InputSchema)}
@@ -97,9 +99,10 @@ func (f *Front) list(ctx context.Context, e *turnEntry, req *mcp.ListToolsReques
 func (f *Front) call(ctx context.Context, e *turnEntry, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, f.opts.RequestTimeout)
 	defer cancel()
-	f.mu.RLock()
-	access := e.access
-	f.mu.RUnlock()
+	access, err := f.tokenAccess(e, req.Extra)
+	if err != nil {
+		return refusal(err), nil
+	}
 	args := []byte(req.Params.Arguments)
 	if len(args) == 0 || string(args) == "null" {
 		args = []byte("{}")
@@ -175,8 +178,25 @@ func mustJSON(v any) json.RawMessage {
 // noteRefusal marks the turn closed when the kernel says so: its tokens
 // are refused 403 from the next request on.
 func (f *Front) noteRefusal(e *turnEntry, err error) {
-	switch reason.Of(err) {
-	case reason.TurnClosed, reason.TurnNotFound:
+	if reason.Of(err) == reason.TurnClosed {
 		f.markClosed(e)
 	}
+}
+
+// tokenAccess is the access the request's token operates the turn with.
+func (f *Front) tokenAccess(e *turnEntry, extra *mcp.RequestExtra) (authority.AccessContext, error) {
+	var c *Claims
+	if extra != nil && extra.TokenInfo != nil {
+		c, _ = extra.TokenInfo.Extra["claims"].(*Claims)
+	}
+	if c == nil {
+		return authority.AccessContext{}, reason.New(reason.Internal, "no verified token on the request")
+	}
+	f.mu.RLock()
+	m, ok := e.tokens[c.ID]
+	f.mu.RUnlock()
+	if !ok {
+		return authority.AccessContext{}, reason.New(reason.TurnNotFound, "token %s is not issued for turn %s", c.ID, c.Turn)
+	}
+	return m.access, nil
 }

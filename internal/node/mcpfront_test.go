@@ -66,7 +66,7 @@ func TestMCPFrontThroughANode(t *testing.T) {
 		t.Fatal(err)
 	}
 	// (A listing would come from the client's cache: ttlMs says so.)
-	if _, err := s.CallTool(ctx(t), &mcp.CallToolParams{Name: "notes_put", Arguments: map[string]any{"space": "acme", "title": "t"}}); err == nil || !strings.Contains(err.Error(), "Forbidden") {
+	if _, err := s.CallTool(ctx(t), &mcp.CallToolParams{Name: "notes_put", Arguments: map[string]any{"space": "acme", "title": "t"}}); err == nil || !strings.Contains(err.Error(), "is closed") {
 		t.Fatalf("after close: %v, want 403", err)
 	}
 	data, evs := readAll(t, connectAs(t, n, "auditor"))
