@@ -39,6 +39,10 @@ type Column struct {
 	// provider SDK (rows with NeedsRemoteProviders run there only).
 	RemoteProviders bool
 	Start           func(t testing.TB, f *Fixture, opts actors.Options) Driver
+
+	// Tokens says callers reach turns with execution tokens, minted once
+	// the turn's catalogue is resolved (the mcp column).
+	Tokens bool
 }
 
 // InProcess is the column that drives the kernel directly.

@@ -40,11 +40,15 @@ type Row struct {
 	// column (Column.Bus, Column.RemoteProviders); elsewhere its cell is
 	// "n/a": the promise is about something the column does not have.
 	NeedsBus, NeedsRemoteProviders bool
+	// NeedsFirstNeedCall: the row needs a call to be its turn's first
+	// need of the catalogue, which a column with Tokens cannot give (a
+	// token is minted after the catalogue is resolved).
+	NeedsFirstNeedCall bool
 }
 
 // AppliesTo reports whether the row runs in col.
 func (r Row) AppliesTo(col Column) bool {
-	return (!r.NeedsBus || col.Bus) && (!r.NeedsRemoteProviders || col.RemoteProviders)
+	return (!r.NeedsBus || col.Bus) && (!r.NeedsRemoteProviders || col.RemoteProviders) && (!r.NeedsFirstNeedCall || !col.Tokens)
 }
 
 // Rows is the table's rows, in order.
@@ -54,6 +58,7 @@ func Rows() []Row {
 		stepCeiling, oneOperationTurn, providerCalledOncePerTurn, catalogHashJoins, contractChangedBeforeCall,
 		decidedAtTheInstant, foreignLease, crossTenantOpen, directProviderCall,
 		sameNameTwoServers, listChangedMidTurn,
+		staleTokenReconnect, // mcpcol.go
 	}
 }
 
@@ -476,6 +481,7 @@ var decidedAtTheInstant = Row{
 		}
 		return nil
 	},
+	NeedsFirstNeedCall: true,
 }
 
 var foreignLease = Row{
