@@ -160,7 +160,7 @@ func New(opts Options) (*Front, error) {
 	// Expiry is checked by verify on the front's clock; the SDK's own
 	// check (on the wall clock) is off: a TokenInfo carries no Expiration.
 	bearer := auth.RequireBearerToken(f.verify, &auth.RequireBearerTokenOptions{ResourceMetadataURL: f.metaURL, AllowMissingExpiration: true})
-	f.handler = f.checkOrigin(bearer(f.bind(sdk)))
+	f.handler = f.checkOrigin(bearer(f.bind(rewrite(sdk))))
 	return f, nil
 }
 

@@ -180,6 +180,9 @@ func TestOfficialClientListsAndCalls(t *testing.T) {
 			if v == "2026-07-28" && (l.CacheScope != "private" || l.TTLMs <= 0) {
 				t.Fatalf("cache fields ttlMs=%d cacheScope=%q, want private", l.TTLMs, l.CacheScope)
 			}
+			if v != "2026-07-28" && (l.CacheScope != "" || l.TTLMs != 0) {
+				t.Fatalf("revision %s got ttlMs=%d cacheScope=%q, which it does not define", v, l.TTLMs, l.CacheScope)
+			}
 			res, err := s.CallTool(ctx, &mcp.CallToolParams{Name: "notion_search", Arguments: callArgs("acme")})
 			if err != nil || res.IsError {
 				t.Fatalf("call: %+v %v", res, err)

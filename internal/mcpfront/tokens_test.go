@@ -223,3 +223,17 @@ func TestBadRequestsAreAnsweredAndServingGoesOn(t *testing.T) {
 		t.Fatalf("metadata %s", b)
 	}
 }
+
+// initialize says listChanged false on the wire (not by omission).
+func TestInitializeSaysListChangedFalse(t *testing.T) {
+	e := newEnv(t, nil, nil)
+	_, tok := e.open(t, conformance.Ada)
+	st, _, body := post(t, e.url, tok.Token, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`, map[string]string{"MCP-Protocol-Version": ""})
+	if st != 200 || !strings.Contains(body, `"tools":{"listChanged":false}`) || !strings.Contains(body, `"protocolVersion":"2025-06-18"`) {
+		t.Fatalf("initialize: %d %s", st, body)
+	}
+	st, _, body = post(t, e.url, tok.Token, listBody, map[string]string{"MCP-Protocol-Version": "2025-06-18"})
+	if st != 200 || strings.Contains(body, "ttlMs") || strings.Contains(body, "cacheScope") || !strings.Contains(body, "notion_search") {
+		t.Fatalf("tools/list at 2025-06-18: %d %s", st, body)
+	}
+}
