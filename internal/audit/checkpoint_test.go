@@ -355,6 +355,15 @@ func TestCheckpointerResumes(t *testing.T) {
 	dir := t.TempDir()
 	state := filepath.Join(dir, "checkpoint.json")
 	ctx := cpCtx(t, 10*time.Second)
+	// The stream the node would create denies deletes; an operator's
+	// stream that allows them (which the node accepts) lets the test lose
+	// a checkpoint below.
+	js, _ := jetstream.New(nc)
+	scfg := StreamNeeds{Stream: DefaultStream, Prefix: DefaultPrefix, Replicas: 1, DuplicateWindow: DuplicateWindow}.Config()
+	scfg.DenyDelete = false
+	if _, err := js.CreateStream(ctx, scfg); err != nil {
+		t.Fatal(err)
+	}
 
 	first := cpStart(t, nc, CheckpointOptions{Key: key, StateFile: state})
 	first.emit(t, cpTurn(t, "node-1", "acme", "a", 1, true))
@@ -383,7 +392,6 @@ func TestCheckpointerResumes(t *testing.T) {
 	}
 
 	// The stream loses checkpoint 1; the state file still has it.
-	js, _ := jetstream.New(nc)
 	st, err := js.Stream(ctx, DefaultStream)
 	if err != nil {
 		t.Fatal(err)

@@ -72,10 +72,19 @@ type JetStreamOptions struct {
 	Prefix string
 	// Stream is the stream name, default "SHAREDOS_AUDIT".
 	Stream string
-	// MaxAge is the retention, default 30 days.
-	MaxAge time.Duration
-	// Replicas is the stream's replica count, default 1.
+	// MaxAge is the retention, default 30 days, and MaxBytes the most the
+	// stream keeps, default 0: unlimited (the oldest records go first).
+	// Both only apply when the sink creates the stream: an existing
+	// stream's limits are the operator's (see StreamNeeds).
+	MaxAge   time.Duration
+	MaxBytes int64
+	// Replicas is the stream's replica count, default 1: the sink creates
+	// the stream with it and refuses an existing stream with fewer.
 	Replicas int
+	// DuplicateWindow is the stream's deduplication window, default
+	// DuplicateWindow (2m): the sink creates the stream with it and
+	// refuses an existing stream with a shorter one.
+	DuplicateWindow time.Duration
 	// Durability is "acked" (default) or "async"; see DurabilityAcked and
 	// DurabilityAsync.
 	Durability string
@@ -202,9 +211,11 @@ type segment struct {
 func (g *segment) Done() <-chan struct{} { return g.done }
 func (g *segment) Err() error            { return g.err }
 
-// NewJetStreamSink creates or updates the audit stream, starts the
+// NewJetStreamSink creates the audit stream when it is missing, or checks
+// that the existing one can serve (never changing it but for the one-time
+// move of a stream made before segments; see StreamNeeds), starts the
 // writer and returns a sink writing to the stream over nc. ctx bounds the
-// stream creation only. Close stops the writer.
+// stream's creation or check only. Close stops the writer.
 func NewJetStreamSink(ctx context.Context, nc *nats.Conn, opts JetStreamOptions) (*JetStreamSink, error) {
 	if nc == nil {
 		return nil, errors.New("audit: NewJetStreamSink: nil connection")
@@ -220,6 +231,9 @@ func NewJetStreamSink(ctx context.Context, nc *nats.Conn, opts JetStreamOptions)
 	}
 	if opts.Replicas == 0 {
 		opts.Replicas = 1
+	}
+	if opts.DuplicateWindow == 0 {
+		opts.DuplicateWindow = DuplicateWindow
 	}
 	if opts.Durability == "" {
 		opts.Durability = DurabilityAcked
@@ -247,9 +261,9 @@ func NewJetStreamSink(ctx context.Context, nc *nats.Conn, opts JetStreamOptions)
 		return nil, fmt.Errorf("audit: invalid subject prefix %q: want dot-separated tokens of [A-Za-z0-9_-]", opts.Prefix)
 	case opts.Durability != DurabilityAcked && opts.Durability != DurabilityAsync:
 		return nil, fmt.Errorf("audit: invalid durability %q: want %q or %q", opts.Durability, DurabilityAcked, DurabilityAsync)
-	case opts.MaxAge < 0, opts.Replicas < 0, opts.AckTimeout < 0, opts.MaxPending < 0, opts.MaxPendingBytes < 0,
-		opts.StallWait < 0, opts.MaxSegmentBytes < 0, opts.MaxWait < 0:
-		return nil, errors.New("audit: negative MaxAge, Replicas, AckTimeout, MaxPending, MaxPendingBytes, StallWait, MaxSegmentBytes or MaxWait")
+	case opts.MaxAge < 0, opts.MaxBytes < 0, opts.Replicas < 0, opts.DuplicateWindow < 0, opts.AckTimeout < 0, opts.MaxPending < 0,
+		opts.MaxPendingBytes < 0, opts.StallWait < 0, opts.MaxSegmentBytes < 0, opts.MaxWait < 0:
+		return nil, errors.New("audit: negative MaxAge, MaxBytes, Replicas, DuplicateWindow, AckTimeout, MaxPending, MaxPendingBytes, StallWait, MaxSegmentBytes or MaxWait")
 	case opts.MaxSegmentBytes < 1024 || opts.MaxSegmentBytes > MaxSegmentSize:
 		return nil, fmt.Errorf("audit: MaxSegmentBytes %d must be between 1 KiB and %d", opts.MaxSegmentBytes, MaxSegmentSize)
 	}
@@ -300,31 +314,13 @@ func NewJetStreamSink(ctx context.Context, nc *nats.Conn, opts JetStreamOptions)
 		jetstream.WithStallWait(opts.StallWait),
 	}
 
-	cfg := jetstream.StreamConfig{
-		Name:        opts.Stream,
-		Description: "SharedOS audit trail: segments of hash-chained turn events, and node checkpoints",
-		Subjects:    StreamSubjects(opts.Prefix),
-		Retention:   jetstream.LimitsPolicy,
-		Storage:     jetstream.FileStorage,
-		MaxAge:      opts.MaxAge,
-		Replicas:    opts.Replicas,
-		Duplicates:  DuplicateWindow,
-		Discard:     jetstream.DiscardOld,
-		// PersistMode is left at the default: the stream never opts into
-		// asynchronous persistence, so an ack means the segment was
-		// written to the store. Surviving a machine crash (not just a
-		// process crash) additionally needs the server to fsync every
-		// write: sync_always, which the embedded server sets
-		// (natsserver.Options.SyncAlways); for an external cluster it is
-		// the operator's choice (or Replicas > 1). One fsync covers a
-		// whole segment.
-		PersistMode: jetstream.DefaultPersistMode,
-	}
-	// CreateOrUpdateStream also moves a stream made before segments
-	// (subjects "<prefix>.audit.>") to the segment subjects; the records
-	// it holds stay readable.
-	if _, err := js.CreateOrUpdateStream(ctx, cfg); err != nil {
-		return nil, fmt.Errorf("audit: create or update stream %s: %w", opts.Stream, err)
+	// The sink creates the stream when it is missing and otherwise only
+	// checks it (stream.go): an operator's edits stay.
+	if err := ensureStream(ctx, js, StreamNeeds{
+		Stream: opts.Stream, Prefix: opts.Prefix, Replicas: opts.Replicas, DuplicateWindow: opts.DuplicateWindow,
+		MaxSegmentBytes: opts.MaxSegmentBytes, Live: !opts.NoLive, MaxAge: opts.MaxAge, MaxBytes: opts.MaxBytes,
+	}, s.log); err != nil {
+		return nil, err
 	}
 	go s.run()
 	return s, nil
@@ -560,15 +556,14 @@ func (s *JetStreamSink) take() *group {
 // first ack is awaited, then waits for every ack, completes the receipts
 // and publishes the live copies.
 func (s *JetStreamSink) commit(g *group) {
-	futs := make([]jetstream.PubAckFuture, len(g.segs))
-	errs := make([]error, len(g.segs))
+	msgs := make([]*nats.Msg, len(g.segs))
 	for i, seg := range g.segs {
 		b := appendSegmentHeader(make([]byte, 0, seg.size), len(seg.recs))
 		for _, r := range seg.recs {
 			b = appendSegmentRecord(b, r.Data)
 		}
 		s.segSeq++
-		msg := &nats.Msg{
+		msgs[i] = &nats.Msg{
 			Subject: SegmentSubject(s.prefix, seg.tenant),
 			Data:    b,
 			Header: nats.Header{
@@ -576,23 +571,8 @@ func (s *JetStreamSink) commit(g *group) {
 				HeaderSegment:         []string{segmentHeaderValue},
 			},
 		}
-		futs[i], errs[i] = s.js.PublishMsgAsync(msg, s.pubOpts[:]...)
 	}
-	for i, f := range futs {
-		if errs[i] != nil {
-			continue
-		}
-		select {
-		case ack := <-f.Ok():
-			if ack.Stream != s.stream {
-				errs[i] = fmt.Errorf("audit: segment stored in stream %q, not %q", ack.Stream, s.stream)
-			}
-		case err := <-f.Err():
-			errs[i] = err
-		case <-s.abort:
-			errs[i] = errors.New("audit: sink closed before the stream acknowledged the segment")
-		}
-	}
+	errs := s.store(msgs)
 	s.mu.Lock()
 	s.resolved += uint64(g.records)
 	s.mu.Unlock()
@@ -620,6 +600,73 @@ func (s *JetStreamSink) commit(g *group) {
 	s.mu.Unlock()
 	close(ch)
 }
+
+// store publishes msgs and waits for their acks. A segment the stream did
+// not acknowledge — its leader lost, a server restarting, a timeout — is
+// published again, with the same segment id, until RetryWindow has passed
+// since the first attempt: the stream keeps one copy of a segment it
+// stored twice (DuplicateWindow), and the next commit waits for this one,
+// so a retry can never land after a later segment. While it retries, new
+// records queue (bounded: beyond MaxPending, Emit refuses overloaded).
+func (s *JetStreamSink) store(msgs []*nats.Msg) []error {
+	errs := make([]error, len(msgs))
+	pending := make([]int, len(msgs))
+	for i := range msgs {
+		pending[i] = i
+	}
+	deadline := time.Now().Add(s.retryWindow)
+	backoff := retryBackoff
+	for {
+		futs := make([]jetstream.PubAckFuture, len(pending))
+		for j, i := range pending {
+			futs[j], errs[i] = s.js.PublishMsgAsync(msgs[i], s.pubOpts[:]...)
+		}
+		for j, i := range pending {
+			if errs[i] != nil {
+				continue
+			}
+			select {
+			case ack := <-futs[j].Ok():
+				if ack.Stream != s.stream {
+					errs[i] = fmt.Errorf("audit: segment stored in stream %q, not %q", ack.Stream, s.stream)
+				}
+			case err := <-futs[j].Err():
+				errs[i] = err
+			case <-s.abort:
+				errs[i] = errSinkClosed
+			}
+		}
+		var again []int
+		for _, i := range pending {
+			if errs[i] != nil && !errors.Is(errs[i], errSinkClosed) {
+				again = append(again, i)
+			}
+		}
+		if len(again) == 0 || time.Now().Add(backoff).After(deadline) {
+			return errs
+		}
+		select {
+		case <-s.abort:
+			return errs
+		case <-time.After(backoff):
+		}
+		s.retries.Add(uint64(len(again)))
+		pending, backoff = again, min(2*backoff, maxRetryBackoff)
+	}
+}
+
+// The pause before a segment is published again, doubling to at most
+// maxRetryBackoff.
+const (
+	retryBackoff    = 50 * time.Millisecond
+	maxRetryBackoff = time.Second
+)
+
+var errSinkClosed = errors.New("audit: sink closed before the stream acknowledged the segment")
+
+// Retries is how many times the sink published a segment again because
+// the stream had not acknowledged it.
+func (s *JetStreamSink) Retries() uint64 { return s.retries.Load() }
 
 // segmentHeaderValue is HeaderSegment's value: the format version.
 var segmentHeaderValue = strconv.Itoa(SegmentVersion)
