@@ -556,14 +556,15 @@ func (s *JetStreamSink) take() *group {
 // first ack is awaited, then waits for every ack, completes the receipts
 // and publishes the live copies.
 func (s *JetStreamSink) commit(g *group) {
-	msgs := make([]*nats.Msg, len(g.segs))
+	futs := make([]jetstream.PubAckFuture, len(g.segs))
+	errs := make([]error, len(g.segs))
 	for i, seg := range g.segs {
 		b := appendSegmentHeader(make([]byte, 0, seg.size), len(seg.recs))
 		for _, r := range seg.recs {
 			b = appendSegmentRecord(b, r.Data)
 		}
 		s.segSeq++
-		msgs[i] = &nats.Msg{
+		msg := &nats.Msg{
 			Subject: SegmentSubject(s.prefix, seg.tenant),
 			Data:    b,
 			Header: nats.Header{
@@ -571,8 +572,23 @@ func (s *JetStreamSink) commit(g *group) {
 				HeaderSegment:         []string{segmentHeaderValue},
 			},
 		}
+		futs[i], errs[i] = s.js.PublishMsgAsync(msg, s.pubOpts[:]...)
 	}
-	errs := s.store(msgs)
+	for i, f := range futs {
+		if errs[i] != nil {
+			continue
+		}
+		select {
+		case ack := <-f.Ok():
+			if ack.Stream != s.stream {
+				errs[i] = fmt.Errorf("audit: segment stored in stream %q, not %q", ack.Stream, s.stream)
+			}
+		case err := <-f.Err():
+			errs[i] = err
+		case <-s.abort:
+			errs[i] = errors.New("audit: sink closed before the stream acknowledged the segment")
+		}
+	}
 	s.mu.Lock()
 	s.resolved += uint64(g.records)
 	s.mu.Unlock()
@@ -600,73 +616,6 @@ func (s *JetStreamSink) commit(g *group) {
 	s.mu.Unlock()
 	close(ch)
 }
-
-// store publishes msgs and waits for their acks. A segment the stream did
-// not acknowledge — its leader lost, a server restarting, a timeout — is
-// published again, with the same segment id, until RetryWindow has passed
-// since the first attempt: the stream keeps one copy of a segment it
-// stored twice (DuplicateWindow), and the next commit waits for this one,
-// so a retry can never land after a later segment. While it retries, new
-// records queue (bounded: beyond MaxPending, Emit refuses overloaded).
-func (s *JetStreamSink) store(msgs []*nats.Msg) []error {
-	errs := make([]error, len(msgs))
-	pending := make([]int, len(msgs))
-	for i := range msgs {
-		pending[i] = i
-	}
-	deadline := time.Now().Add(s.retryWindow)
-	backoff := retryBackoff
-	for {
-		futs := make([]jetstream.PubAckFuture, len(pending))
-		for j, i := range pending {
-			futs[j], errs[i] = s.js.PublishMsgAsync(msgs[i], s.pubOpts[:]...)
-		}
-		for j, i := range pending {
-			if errs[i] != nil {
-				continue
-			}
-			select {
-			case ack := <-futs[j].Ok():
-				if ack.Stream != s.stream {
-					errs[i] = fmt.Errorf("audit: segment stored in stream %q, not %q", ack.Stream, s.stream)
-				}
-			case err := <-futs[j].Err():
-				errs[i] = err
-			case <-s.abort:
-				errs[i] = errSinkClosed
-			}
-		}
-		var again []int
-		for _, i := range pending {
-			if errs[i] != nil && !errors.Is(errs[i], errSinkClosed) {
-				again = append(again, i)
-			}
-		}
-		if len(again) == 0 || time.Now().Add(backoff).After(deadline) {
-			return errs
-		}
-		select {
-		case <-s.abort:
-			return errs
-		case <-time.After(backoff):
-		}
-		s.retries.Add(uint64(len(again)))
-		pending, backoff = again, min(2*backoff, maxRetryBackoff)
-	}
-}
-
-// The pause before a segment is published again, doubling to at most
-// maxRetryBackoff.
-const (
-	retryBackoff    = 50 * time.Millisecond
-	maxRetryBackoff = time.Second
-)
-
-var errSinkClosed = errors.New("audit: sink closed before the stream acknowledged the segment")
-
-// Retries is how many times the sink published a segment again because
-// the stream had not acknowledged it.
-func (s *JetStreamSink) Retries() uint64 { return s.retries.Load() }
 
 // segmentHeaderValue is HeaderSegment's value: the format version.
 var segmentHeaderValue = strconv.Itoa(SegmentVersion)
