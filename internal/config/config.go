@@ -145,8 +145,23 @@ type Audit struct {
 	FailOpen bool `yaml:"fail_open"`
 	// Stream is the JetStream stream name. Default "SHAREDOS_AUDIT".
 	Stream string `yaml:"stream"`
-	// MaxAge bounds retention. Default 720h (30 days).
+	// MaxAge bounds retention. Default 720h (30 days). MaxAge, MaxBytes,
+	// Replicas and DuplicateWindow shape the stream when the node creates
+	// it; an existing stream is only checked, never changed
+	// (docs/audit.md, "Who owns the stream").
 	MaxAge Duration `yaml:"max_age"`
+	// MaxBytes bounds the stream's size, the oldest records going first.
+	// Default 0: unlimited (max_age alone bounds it).
+	MaxBytes int64 `yaml:"max_bytes"`
+	// Replicas is the stream's replica count, 1 to 5 (odd: a majority
+	// survives); the node refuses an existing stream with fewer. Default
+	// 1; a cluster of three nodes sets 3.
+	Replicas int `yaml:"replicas"`
+	// DuplicateWindow is the stream's deduplication window: a segment or
+	// checkpoint published again within it is stored once. The node
+	// refuses an existing stream with a shorter one. Default 2m; at least
+	// 1s and at most max_age.
+	DuplicateWindow Duration `yaml:"duplicate_window"`
 	// Sync is how the embedded server makes the stream durable on disk:
 	// "always" (default) fsyncs every write, so an acknowledged event
 	// survives a machine crash; a duration such as "100ms" fsyncs that
@@ -303,6 +318,12 @@ func (c *Config) defaults() {
 	if c.Audit.MaxPending == 0 {
 		c.Audit.MaxPending = 16384
 	}
+	if c.Audit.Replicas == 0 {
+		c.Audit.Replicas = 1
+	}
+	if c.Audit.DuplicateWindow == 0 {
+		c.Audit.DuplicateWindow = Duration(2 * time.Minute)
+	}
 }
 
 var (
@@ -336,6 +357,15 @@ func (c *Config) Validate() error {
 	}
 	if c.Audit.MaxPending < 0 {
 		add("audit.max_pending must not be negative")
+	}
+	if r := c.Audit.Replicas; r < 1 || r > 5 {
+		add("audit.replicas %d must be between 1 and 5 (JetStream's most; odd, so that a majority survives)", r)
+	}
+	if c.Audit.MaxBytes < 0 {
+		add("audit.max_bytes must not be negative (0: unlimited)")
+	}
+	if w := c.Audit.DuplicateWindow; w < Duration(time.Second) || c.Audit.MaxAge > 0 && w > c.Audit.MaxAge {
+		add("audit.duplicate_window %s must be at least 1s and at most audit.max_age", time.Duration(w))
 	}
 	for _, p := range c.Principals {
 		if p.Tenant == "checkpoint" {

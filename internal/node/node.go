@@ -120,6 +120,7 @@ func Start(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err 
 	}
 	n.sink, err = audit.NewJetStreamSink(ctx, n.nc, audit.JetStreamOptions{
 		Prefix: cfg.NATS.Prefix, Stream: cfg.Audit.Stream, MaxAge: time.Duration(cfg.Audit.MaxAge),
+		MaxBytes: cfg.Audit.MaxBytes, Replicas: cfg.Audit.Replicas, DuplicateWindow: time.Duration(cfg.Audit.DuplicateWindow),
 		Durability: cfg.Audit.Durability, FailOpen: cfg.Audit.FailOpen, Logger: n.log,
 		MaxSegmentBytes: cfg.SegmentBytes(), MaxWait: time.Duration(cfg.Audit.SegmentMaxWait), MaxPending: cfg.Audit.MaxPending,
 		OnPublish: func(d time.Duration, err error) {
