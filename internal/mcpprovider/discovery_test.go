@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -194,28 +195,11 @@ func TestListChangedTriggersAuthoritativeRediscovery(t *testing.T) {
 func TestDroppedSessionRevalidates(t *testing.T) {
 	f := newFake(t, nil, tool("a", objSchema))
 	f.ttlMs = ptr(3600000)
-	var mu sync.Mutex
-	var sessions []*mcp.ServerSession
-	dial := func(profile string) *fake { return f }
-	p, err := mcpprovider.New("work", mcpprovider.Config{Transport: "memory", Server: "x", TTL: mcpprovider.Duration(time.Hour)},
-		&mcpprovider.Options{Now: newClock().Now, Dial: func(ctx context.Context, profile string) (mcp.Transport, error) {
-			ct, st := mcp.NewInMemoryTransports()
-			ss, err := dial(profile).srv.Connect(context.Background(), st, nil)
-			mu.Lock()
-			sessions = append(sessions, ss)
-			mu.Unlock()
-			return ct, err
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p := start(t, setup{servers: one(f), cfg: mcpprovider.Config{TTL: mcpprovider.Duration(time.Hour)}})
 	if _, err := p.Catalog(ctxT(t), access("")); err != nil {
 		t.Fatal(err)
 	}
-	mu.Lock()
-	_ = sessions[0].Close() // the subscription/stream drops
-	mu.Unlock()
+	f.drop(0) // the session, and its subscription stream, drop
 	waitFor(t, func() bool { st := p.Status()[0]; return st.LastKnown && st.State == mcpprovider.StateStale })
 	f.set(tool("a", objSchema), tool("c", objSchema))
 	cat, err := p.Catalog(ctxT(t), access(""))
@@ -264,7 +248,7 @@ func TestHTTPCredentialsProfilesAndAuthFailure(t *testing.T) {
 		}
 		h.ServeHTTP(w, r)
 	}))
-	defer srv.Close()
+	defer closeServer(srv)
 	t.Setenv("MCPTEST_A", "token-a")
 	t.Setenv("MCPTEST_B", "token-b")
 	t.Setenv("MCPTEST_BAD", "token-expired")
@@ -336,7 +320,7 @@ func TestOversizedAnswerRefusedOnEveryTransport(t *testing.T) {
 		t.Run(fmt.Sprintf("http json=%v", jsonResp), func(t *testing.T) {
 			f := newFake(t, nil, tools...)
 			srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return f.srv }, &mcp.StreamableHTTPOptions{JSONResponse: jsonResp}))
-			defer srv.Close()
+			defer closeServer(srv)
 			p, err := mcpprovider.New("work", mcpprovider.Config{Transport: "http", URL: srv.URL, Limits: lim}, nil)
 			if err != nil {
 				t.Fatal(err)
@@ -368,7 +352,7 @@ func TestHTTPListChangedAndDroppedStream(t *testing.T) {
 			f.ttlMs = ptr(3600000)
 			// The SDK's HTTP server speaks 2026-07-28 when stateless.
 			srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return f.srv }, &mcp.StreamableHTTPOptions{Stateless: v == v2026}))
-			defer srv.Close()
+			defer closeServer(srv)
 			p, err := mcpprovider.New("work", mcpprovider.Config{Transport: "http", URL: srv.URL, TTL: mcpprovider.Duration(time.Hour)}, nil)
 			if err != nil {
 				t.Fatal(err)
@@ -401,30 +385,77 @@ func TestHTTPListChangedAndDroppedStream(t *testing.T) {
 // a new session: the turn gets the catalogue, not a transport error.
 func TestUnnoticedDeadSessionRetriedOnce(t *testing.T) {
 	f := newFake(t, nil, tool("a", objSchema)) // ttlMs absent: every turn re-discovers
-	var sessions []*mcp.ServerSession
-	var mu sync.Mutex
-	p, err := mcpprovider.New("work", mcpprovider.Config{Transport: "memory", Server: "x"}, &mcpprovider.Options{
-		Dial: func(ctx context.Context, _ string) (mcp.Transport, error) {
-			ct, st := mcp.NewInMemoryTransports()
-			ss, err := f.srv.Connect(context.Background(), st, nil)
-			mu.Lock()
-			sessions = append(sessions, ss)
-			mu.Unlock()
-			return ct, err
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p := start(t, setup{servers: one(f)})
 	if _, err := p.Catalog(ctxT(t), access("")); err != nil {
 		t.Fatal(err)
 	}
-	mu.Lock()
-	_ = sessions[0].Close()
-	mu.Unlock()
+	f.drop(0)
 	for range 3 {
 		if _, err := p.Catalog(ctxT(t), access("")); err != nil {
 			t.Fatalf("a dead session surfaced: %v", err)
 		}
 	}
+}
+
+// A credential goes to the configured endpoint only: a redirect elsewhere
+// is not followed, and the other server never sees it.
+func TestCredentialNeverFollowsARedirect(t *testing.T) {
+	var leaked atomic.Int64
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "" {
+			leaked.Add(1)
+		}
+		http.Error(w, "no", http.StatusNotFound)
+	}))
+	defer closeServer(other)
+	redirecting := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, other.URL+"/mcp", http.StatusTemporaryRedirect)
+	}))
+	defer closeServer(redirecting)
+	t.Setenv("MCPTEST_TOKEN", "s3cret-token")
+	p, err := mcpprovider.New("gh", mcpprovider.Config{Transport: "http", URL: redirecting.URL,
+		Credentials: []mcpprovider.Credential{{Profile: "default", Env: "MCPTEST_TOKEN"}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if _, err := p.Catalog(ctxT(t), access("")); err == nil {
+		t.Fatal("a redirected endpoint served a catalogue")
+	} else if strings.Contains(err.Error(), "s3cret") {
+		t.Fatalf("the error carries the secret: %v", err)
+	}
+	if leaked.Load() != 0 {
+		t.Fatal("the credential reached the server the endpoint redirected to")
+	}
+}
+
+// A private answer (cacheScope private, 2026-07-28) is never served to
+// another principal, even under the same credential profile.
+func TestPrivateScopeIsPerPrincipal(t *testing.T) {
+	f := newFake(t, []string{v2026}, tool("mine", objSchema))
+	f.ttlMs, f.scope = ptr(3600000), "private"
+	p := start(t, setup{servers: one(f)})
+	ada, bob := access(""), access("")
+	bob.Principal = "bob"
+	for range 2 {
+		for _, a := range []authority.AccessContext{ada, bob} {
+			cat, err := p.Catalog(ctxT(t), a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cat.Freshness.Scope != "principal" {
+				t.Fatalf("freshness %+v: a private answer is the principal's", cat.Freshness)
+			}
+		}
+	}
+	if p.Discoveries() != 2 {
+		t.Fatalf("%d discoveries: one per principal, each then cached", p.Discoveries())
+	}
+}
+
+// closeServer drops the server's connections first: a stream a client
+// left open must not hold Close (httptest waits for every request).
+func closeServer(s *httptest.Server) {
+	s.CloseClientConnections()
+	s.Close()
 }

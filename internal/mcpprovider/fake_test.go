@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -30,6 +31,8 @@ type fake struct {
 	pageSize int
 	ttlMs    *int   // 2026-07-28 only; nil: absent
 	scope    string // 2026-07-28 only
+
+	pipes []net.Conn // server-side ends of the sessions (dial)
 
 	lists atomic.Int64 // tools/list requests answered (pages)
 	calls atomic.Int64
@@ -167,22 +170,39 @@ func (c *clock) Advance(d time.Duration) {
 	c.t = c.t.Add(d)
 }
 
-// memDial connects each session to the fake for its profile over the
-// SDK's in-memory transports.
+// memDial connects each session to the fake for its profile over a pipe
+// (what the SDK's in-memory transports are), each end an IOTransport.
+// The fake keeps its server-side ends so a test can drop a session the
+// way a dying server would; cleanup closes them (the SDK's
+// ServerSession.Close would wait for an open subscriptions/listen).
 func memDial(t *testing.T, servers func(profile string) *fake) func(context.Context, string) (mcp.Transport, error) {
 	return func(ctx context.Context, profile string) (mcp.Transport, error) {
 		f := servers(profile)
 		if f == nil {
 			return nil, fmt.Errorf("no server for %q", profile)
 		}
-		ct, st := mcp.NewInMemoryTransports()
-		ss, err := f.srv.Connect(context.Background(), st, nil)
-		if err != nil {
-			return nil, err
-		}
-		t.Cleanup(func() { _ = ss.Close() })
-		return ct, nil
+		return f.dial(t)
 	}
+}
+
+// dial connects a new client session to f.
+func (f *fake) dial(t *testing.T) (mcp.Transport, error) {
+	c, s := net.Pipe()
+	if _, err := f.srv.Connect(context.Background(), &mcp.IOTransport{Reader: s, Writer: s}, nil); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	f.pipes = append(f.pipes, s)
+	f.mu.Unlock()
+	t.Cleanup(func() { _ = c.Close(); _ = s.Close() })
+	return &mcp.IOTransport{Reader: c, Writer: c}, nil
+}
+
+// drop cuts the i-th session's connection, as a server going away does.
+func (f *fake) drop(i int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	_ = f.pipes[i].Close()
 }
 
 type setup struct {

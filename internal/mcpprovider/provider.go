@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"slices"
@@ -364,6 +365,7 @@ func (p *Provider) discover(pr *profile, fkey string, f *flight) {
 	if snap.key.Scope == "private" {
 		delete(pr.snaps, "")
 		pr.snaps[snap.key.Who] = snap
+		evictPrivate(pr.snaps, now)
 	} else {
 		clear(pr.snaps)
 		pr.snaps[""] = snap
@@ -617,10 +619,16 @@ func (p *Provider) transport(ctx context.Context, pr *profile) (mcp.Transport, e
 		if err != nil {
 			return nil, &failure{class: ClassAuthExpired, msg: err.Error()}
 		}
-		rt := &teeRoundTripper{base: p.opts.HTTPTransport, headers: h, limit: limit,
+		u, err := url.Parse(p.cfg.URL)
+		if err != nil {
+			return nil, &failure{class: ClassUnsupported, msg: "url: " + err.Error()}
+		}
+		rt := &teeRoundTripper{base: p.opts.HTTPTransport, host: u.Host, headers: h, limit: limit,
 			onStreamEnd: func() { p.hint(pr, "stream ended") }}
-		return &mcp.StreamableClientTransport{Endpoint: p.cfg.URL, HTTPClient: &http.Client{Transport: rt},
-			MaxRetries: 2, MaxEventSize: limit}, nil
+		// Redirects are not followed: a credential goes to the configured
+		// endpoint only.
+		hc := &http.Client{Transport: rt, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		return &mcp.StreamableClientTransport{Endpoint: p.cfg.URL, HTTPClient: hc, MaxRetries: 2, MaxEventSize: limit}, nil
 	}
 }
 
@@ -759,4 +767,26 @@ func resultOf(res *mcp.CallToolResult) (providers.Result, error) {
 		out.Structured = s
 	}
 	return out, nil
+}
+
+// maxPrivate bounds one profile's private snapshots (one per principal).
+const maxPrivate = 1024
+
+// evictPrivate forgets expired private snapshots, then the oldest ones
+// past maxPrivate.
+func evictPrivate(snaps map[string]*snapshot, now time.Time) {
+	for who, s := range snaps {
+		if !now.Before(s.expires) {
+			delete(snaps, who)
+		}
+	}
+	for len(snaps) > maxPrivate {
+		var oldest string
+		for who, s := range snaps {
+			if oldest == "" || s.received.Before(snaps[oldest].received) {
+				oldest = who
+			}
+		}
+		delete(snaps, oldest)
+	}
 }

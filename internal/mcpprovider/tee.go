@@ -130,6 +130,9 @@ func (t *teeTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	return &teeConn{Connection: c, limit: t.limit, onClose: t.onClose, pending: map[any]*exchange{}}, nil
 }
 
+// maxPending bounds the tools/list requests a connection remembers.
+const maxPending = 1024
+
 type teeConn struct {
 	mcp.Connection
 	limit   int
@@ -144,6 +147,9 @@ func (c *teeConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	if req, ok := msg.(*jsonrpc.Request); ok && req.Method == "tools/list" && req.IsCall() {
 		if x := exchangeOf(ctx); x != nil {
 			c.mu.Lock()
+			if len(c.pending) >= maxPending { // answers that never came (calls given up)
+				clear(c.pending)
+			}
 			c.pending[req.ID.Raw()] = x
 			c.mu.Unlock()
 		}
@@ -186,7 +192,8 @@ func (c *teeConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 // long-lived streams (the standalone GET, subscriptions/listen).
 type teeRoundTripper struct {
 	base    http.RoundTripper
-	headers http.Header // added to every request; may carry the credential
+	host    string      // the configured endpoint's host: the only one headers go to
+	headers http.Header // added to requests to host; may carry the credential
 	limit   int
 	// onStreamEnd is called when a long-lived stream's body ends.
 	onStreamEnd func()
@@ -202,6 +209,10 @@ type rpcHead struct {
 
 func (t *teeRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	req = req.Clone(req.Context())
+	if req.URL.Host != t.host {
+		// Never another server's: not even one the endpoint points at.
+		return nil, fmt.Errorf("mcpprovider: request to %s, not the configured endpoint", req.URL.Host)
+	}
 	for k, vs := range t.headers {
 		req.Header[k] = vs
 	}
