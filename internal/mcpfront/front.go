@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -108,16 +109,28 @@ func (o *Options) defaults() error {
 // Front serves the node's open turns over MCP, each to the holders of its
 // execution tokens. Safe for concurrent use.
 type Front struct {
-	opts    Options
-	k       *actors.Kernel
-	keys    []ed25519.PublicKey
-	origin  string // the URL's own origin
-	metaURL string // RFC 9728 protected-resource metadata
-	handler http.Handler
+	opts   Options
+	k      *actors.Kernel
+	keys   []ed25519.PublicKey
+	origin string // the URL's own origin
+	// loopback: the URL's host is loopback, so are the pages allowed.
+	loopback bool
+	metaURL  string // RFC 9728 protected-resource metadata
+	handler  http.Handler
 
 	mu    sync.RWMutex
 	turns map[string]*turnEntry
+
+	// verified remembers tokens whose signature verified (claims are
+	// immutable; expiry and audience are still checked per request), so
+	// a sandbox's calls after its first skip the Ed25519 verification.
+	// Cleared when full.
+	vmu      sync.RWMutex
+	verified map[string]*Claims
 }
+
+// maxVerified bounds the verified-token memory.
+const maxVerified = 1 << 14
 
 // turnEntry is one turn the front has minted tokens for: its authority,
 // the catalogue it holds, the turn's mcp.Server, and for each token the
@@ -148,10 +161,11 @@ func New(opts Options) (*Front, error) {
 	}
 	u, _ := url.Parse(opts.URL)
 	f := &Front{
-		opts: opts, k: opts.Kernel, turns: map[string]*turnEntry{},
-		keys:    append([]ed25519.PublicKey{opts.Key.Public().(ed25519.PublicKey)}, opts.TrustedKeys...),
-		origin:  u.Scheme + "://" + u.Host,
-		metaURL: u.Scheme + "://" + u.Host + MetadataPath(u.Path),
+		opts: opts, k: opts.Kernel, turns: map[string]*turnEntry{}, verified: map[string]*Claims{},
+		keys:     append([]ed25519.PublicKey{opts.Key.Public().(ed25519.PublicKey)}, opts.TrustedKeys...),
+		origin:   u.Scheme + "://" + u.Host,
+		loopback: isLoopbackHost(u.Hostname()),
+		metaURL:  u.Scheme + "://" + u.Host + MetadataPath(u.Path),
 	}
 	sdk := mcp.NewStreamableHTTPHandler(f.getServer, &mcp.StreamableHTTPOptions{
 		Stateless: true, JSONResponse: true, MaxRequestBodyBytes: opts.MaxRequestBodyBytes,
@@ -287,9 +301,20 @@ type entryKey struct{}
 
 // verify is the auth.TokenVerifier: signature, expiry, audience.
 func (f *Front) verify(_ context.Context, tok string, _ *http.Request) (*auth.TokenInfo, error) {
-	c, err := parseToken(tok, f.keys)
-	if err != nil {
-		return nil, err
+	f.vmu.RLock()
+	c := f.verified[tok]
+	f.vmu.RUnlock()
+	if c == nil {
+		var err error
+		if c, err = parseToken(tok, f.keys); err != nil {
+			return nil, err
+		}
+		f.vmu.Lock()
+		if len(f.verified) >= maxVerified {
+			clear(f.verified)
+		}
+		f.verified[tok] = c
+		f.vmu.Unlock()
 	}
 	if err := checkClaims(c, f.opts.URL, f.opts.Clock()); err != nil {
 		return nil, err
@@ -374,12 +399,32 @@ func (f *Front) getServer(r *http.Request) *mcp.Server {
 	return nil
 }
 
+// loopbackOrigin reports whether origin is a page on this machine
+// (localhost, 127.0.0.0/8, ::1): allowed when the front itself listens on
+// loopback, as MCP's local-server guidance has it; the Host check (DNS
+// rebinding) still applies.
+func loopbackOrigin(origin string) bool {
+	u, err := url.Parse(origin)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
+		return false
+	}
+	return isLoopbackHost(u.Hostname())
+}
+
+func isLoopbackHost(h string) bool {
+	if strings.EqualFold(h, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
+}
+
 // checkOrigin refuses a browser request from an origin not allowed (the
 // SDK's CrossOriginProtection lets any request with no Origin through and
 // allows same-origin by Sec-Fetch-Site, which a non-browser can forge).
 func (f *Front) checkOrigin(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if o := r.Header.Get("Origin"); o != "" && !strings.EqualFold(o, f.origin) && !slices.Contains(f.opts.AllowedOrigins, o) {
+		if o := r.Header.Get("Origin"); o != "" && !strings.EqualFold(o, f.origin) && !slices.Contains(f.opts.AllowedOrigins, o) && !(f.loopback && loopbackOrigin(o)) {
 			http.Error(w, fmt.Sprintf("forbidden: origin %q is not allowed", o), http.StatusForbidden)
 			return
 		}
