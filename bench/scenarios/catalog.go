@@ -41,5 +41,6 @@ func (e *Env) All() []harness.Scenario {
 		e.FloorComposite(FloorCompositeProviderAckd, true, true),
 		e.SharedOS(NATSProviderAcked, "Go client → node → provider over NATS, audit acked", FloorCompositeProviderAckd, "nats", ToolProvider, AuditAcked),
 		e.FloorMCP(FloorMCPDirect), e.MCPProviderScenario(MCPProvider, FloorMCPDirect), // bench/scenarios/mcp.go
+		e.FloorMCPFrontHTTP(FloorMCPFront), e.MCPFrontScenario(MCPFront, FloorMCPFront), // bench/scenarios/mcpfront.go
 	}
 }
