@@ -167,6 +167,9 @@ func resolveProvider(ctx context.Context, sh *shared, p providers.ContextToolPro
 		return nil, st
 	}
 	tools := make([]*catalog.Tool, 0, len(cat.Definitions))
+	for _, r := range cat.Refused[:min(len(cat.Refused), 64)] { // the provider's own refusals
+		st.Refused = append(st.Refused, truncate(r, 256))
+	}
 	seen := make(map[string]bool, len(cat.Definitions))
 	for _, d := range cat.Definitions {
 		if seen[d.Name] {

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -163,6 +164,21 @@ func TestOverNATSThroughTheProviderSDK(t *testing.T) {
 		t.Fatalf("%d calls reached the server, want 1", f.calls.Load())
 	}
 	_ = sink
+}
+
+// A tool the provider refused is reported in the turn's listing as the
+// provider's partial status, with its reason; the others are listed.
+func TestKernelReportsRefusedToolsAsPartial(t *testing.T) {
+	f := newFake(t, nil, tool("good", objSchema), tool("bomb", `{"type":"object","$defs":{"a":{"$ref":"#/$defs/a"}},"properties":{"x":{"$ref":"#/$defs/a"}}}`))
+	k, _ := kernelWith(t, start(t, setup{servers: one(f)}))
+	l, err := k.ListTools(ctxT(t), ada)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(aliases(l), []string{"work_good"}) || len(l.Degraded) != 1 || l.Degraded[0].Status != "partial" ||
+		!strings.Contains(l.Degraded[0].Error, "bomb") || !strings.Contains(l.Degraded[0].Error, "cycle") {
+		t.Fatalf("listing %v degraded %+v", aliases(l), l.Degraded)
+	}
 }
 
 var (

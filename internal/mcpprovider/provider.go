@@ -255,7 +255,11 @@ func (p *Provider) Catalog(ctx context.Context, access authority.AccessContext) 
 		scope = "principal"
 	}
 	ttl := max(snap.expires.Sub(p.opts.Now()), 0)
-	return providers.Catalog{Definitions: defs, Freshness: providers.Freshness{TTL: ttl, Scope: scope}}, nil
+	var refused []string
+	for _, r := range snap.refused {
+		refused = append(refused, r.Name+": "+r.Reason)
+	}
+	return providers.Catalog{Definitions: defs, Freshness: providers.Freshness{TTL: ttl, Scope: scope}, Refused: refused}, nil
 }
 
 // current returns a verified snapshot for access: the cached one when it

@@ -45,6 +45,10 @@ type ContextToolProvider interface {
 type Catalog struct {
 	Definitions []catalog.Definition
 	Freshness   Freshness
+	// Refused names tools the provider itself left out of this answer,
+	// each "name: reason" (an MCP server's tool over a discovery limit);
+	// the kernel reports them as the provider's partial status.
+	Refused []string
 }
 
 // Freshness is how long a provider vouches for a catalogue and for whom,
