@@ -237,3 +237,42 @@ func TestInitializeSaysListChangedFalse(t *testing.T) {
 		t.Fatalf("tools/list at 2025-06-18: %d %s", st, body)
 	}
 }
+
+// Each token operates the turn under the lease it was minted with: when
+// that lease is released the token stops working, the others do not.
+func TestReleasedLeaseEndsItsTokensOnly(t *testing.T) {
+	e := newEnv(t, nil, nil)
+	who, tok := e.open(t, conformance.Ada)
+	ctx := testCtx(t)
+	attach := who
+	attach.LeaseID = ""
+	o, err := e.k.Open(ctx, attach)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := who
+	second.LeaseID = o.LeaseID
+	tok2, err := e.front.Mint(ctx, second, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.k.Close(ctx, second, second.LeaseID); err != nil {
+		t.Fatal(err)
+	}
+	s2 := e.connect(t, tok2.Token, "")
+	res, err := s2.CallTool(ctx, &mcp.CallToolParams{Name: "notion_search", Arguments: callArgs("acme")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := refusalCode(t, res); code != "turn_not_found" {
+		t.Fatalf("a token of a released lease: %s, want turn_not_found", code)
+	}
+	s1 := e.connect(t, tok.Token, "")
+	if res, err := s1.CallTool(ctx, &mcp.CallToolParams{Name: "notion_search", Arguments: callArgs("acme")}); err != nil || res.IsError {
+		t.Fatalf("the opener's token after the other lease went: %+v %v", res, err)
+	}
+	// Minting needs a lease the turn holds.
+	if _, err := e.front.Mint(ctx, second, 0); err == nil {
+		t.Fatal("minted under a released lease")
+	}
+}
