@@ -278,14 +278,19 @@ func LoadOrCreateKey(path string) (ed25519.PrivateKey, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("audit: key directory: %w", err)
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if errors.Is(err, fs.ErrExist) {
-		return ReadPrivateKey(path) // created concurrently
-	}
+	// Written to a temporary file and linked into place, so a process
+	// creating the same key at once (the nodes of a cluster sharing it)
+	// finds either no file or the whole of one, never a partial one.
+	f, err := os.CreateTemp(filepath.Dir(path), ".key-*")
 	if err != nil {
 		return nil, fmt.Errorf("audit: create key file: %w", err)
 	}
-	err = pem.Encode(f, &pem.Block{Type: "PRIVATE KEY", Bytes: der})
+	tmp := f.Name()
+	defer os.Remove(tmp)
+	err = f.Chmod(0o600)
+	if err == nil {
+		err = pem.Encode(f, &pem.Block{Type: "PRIVATE KEY", Bytes: der})
+	}
 	if err == nil {
 		err = f.Sync()
 	}
@@ -293,11 +298,37 @@ func LoadOrCreateKey(path string) (ed25519.PrivateKey, error) {
 		err = cerr
 	}
 	if err != nil {
-		_ = os.Remove(path)
 		return nil, fmt.Errorf("audit: write key file %s: %w", path, err)
+	}
+	if err := os.Link(tmp, path); errors.Is(err, fs.ErrExist) {
+		return ReadPrivateKey(path) // created concurrently
+	} else if err != nil {
+		return nil, fmt.Errorf("audit: create key file: %w", err)
 	}
 	return key, nil
 }
+
+// lastStored reads this node's last checkpoint from the stream. Each
+// attempt is bounded: a replicated stream answers nothing until its
+// leader is elected (a cluster starting), so an unanswered read is tried
+// again, until ctx ends.
+func (c *Checkpointer) lastStored(ctx context.Context) (*jetstream.RawStreamMsg, error) {
+	for {
+		actx, cancel := context.WithTimeout(ctx, checkpointReadAttempt)
+		stream, err := c.js.Stream(actx, c.opts.Stream)
+		var msg *jetstream.RawStreamMsg
+		if err == nil {
+			msg, err = stream.GetLastMsgForSubject(actx, c.subject)
+		}
+		cancel()
+		if err == nil || !errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
+			return msg, err
+		}
+	}
+}
+
+// checkpointReadAttempt bounds one attempt at reading the last checkpoint.
+const checkpointReadAttempt = 2 * time.Second
 
 // ReadPrivateKey reads an Ed25519 private key file (PEM, PKCS #8). The
 // error wraps fs.ErrNotExist when there is none.
@@ -561,16 +592,12 @@ func (c *Checkpointer) resume(ctx context.Context) error {
 			return fmt.Errorf("audit: checkpoint state file: %w", err)
 		}
 	}
-	stream, err := c.js.Stream(ctx, c.opts.Stream)
+	msg, err := c.lastStored(ctx)
 	if err == nil {
-		var msg *jetstream.RawStreamMsg
-		msg, err = stream.GetLastMsgForSubject(ctx, c.subject)
-		if err == nil {
-			storedData = msg.Data
-			if stored, err = c.ownCheckpoint(storedData); err != nil {
-				c.log.Error("the stream's last checkpoint of this node is not valid; continuing from the state file", "err", err)
-				stored = nil
-			}
+		storedData = msg.Data
+		if stored, err = c.ownCheckpoint(storedData); err != nil {
+			c.log.Error("the stream's last checkpoint of this node is not valid; continuing from the state file", "err", err)
+			stored = nil
 		}
 	}
 	if err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {

@@ -30,6 +30,10 @@ const (
 	DefaultStream     = "SHAREDOS_AUDIT"
 	DefaultMaxAge     = 30 * 24 * time.Hour
 	DefaultAckTimeout = 5 * time.Second
+	// DefaultRetryWindow is how long a commit retries a segment the stream
+	// did not acknowledge: long enough for JetStream to elect a new stream
+	// leader (a few seconds), well inside the default call timeout (30s).
+	DefaultRetryWindow = 10 * time.Second
 	// DefaultMaxPending and DefaultMaxPendingBytes bound the records
 	// queued for the writer (not yet taken into a commit).
 	DefaultMaxPending      = 16384
@@ -92,10 +96,15 @@ type JetStreamOptions struct {
 	// (the failure is logged at Error and reported to OnPublish): the
 	// node keeps serving when the audit stream is down.
 	FailOpen bool
-	// AckTimeout bounds how long one commit waits for the stream to
-	// acknowledge its segments, default 5s; a segment not acked by then
-	// fails the receipts of its records.
+	// AckTimeout bounds how long one attempt waits for the stream to
+	// acknowledge a segment, default 5s.
 	AckTimeout time.Duration
+	// RetryWindow is how long a commit keeps publishing a segment the
+	// stream did not acknowledge (a stream leader lost, a server
+	// restarting), default DefaultRetryWindow; after it the receipts of
+	// the segment's records fail (audit_unavailable). Keep it below the
+	// call timeout: a caller in acked mode waits through it.
+	RetryWindow time.Duration
 	// MaxSegmentBytes bounds one segment, default 512 KiB: a commit
 	// writes a tenant's records in as many segments as this needs. A
 	// record larger than it is written in a segment of its own (and fails
@@ -166,7 +175,10 @@ type JetStreamSink struct {
 	log       *slog.Logger
 	onPublish func(time.Duration, error)
 	segID     string // "<random incarnation>-": segment ids are segID + a counter
-	pubOpts   [2]jetstream.PublishOpt
+	// retryWindow bounds a commit's retries; retries counts them.
+	retryWindow time.Duration
+	retries     atomic.Uint64
+	pubOpts     [2]jetstream.PublishOpt
 
 	mu        sync.Mutex
 	queue     *group // records emitted since the writer last took the queue
@@ -238,6 +250,9 @@ func NewJetStreamSink(ctx context.Context, nc *nats.Conn, opts JetStreamOptions)
 	if opts.Durability == "" {
 		opts.Durability = DurabilityAcked
 	}
+	if opts.RetryWindow == 0 {
+		opts.RetryWindow = DefaultRetryWindow
+	}
 	if opts.AckTimeout == 0 {
 		opts.AckTimeout = DefaultAckTimeout
 	}
@@ -273,27 +288,28 @@ func NewJetStreamSink(ctx context.Context, nc *nats.Conn, opts JetStreamOptions)
 		return nil, fmt.Errorf("audit: segment ids: %w", err)
 	}
 	s := &JetStreamSink{
-		nc:        nc,
-		stream:    opts.Stream,
-		prefix:    opts.Prefix,
-		acked:     opts.Durability == DurabilityAcked,
-		failOpen:  opts.FailOpen,
-		live:      !opts.NoLive,
-		maxSeg:    opts.MaxSegmentBytes,
-		maxWait:   opts.MaxWait,
-		maxRecs:   opts.MaxPending,
-		maxBytes:  opts.MaxPendingBytes,
-		stallWait: opts.StallWait,
-		log:       opts.Logger.With(slog.String("component", "audit"), slog.String("stream", opts.Stream)),
-		onPublish: opts.OnPublish,
-		segID:     hex.EncodeToString(inc[:]) + "-",
-		queue:     newGroup(),
-		progress:  make(chan struct{}),
-		wake:      make(chan struct{}, 1),
-		full:      make(chan struct{}, 1),
-		quit:      make(chan struct{}),
-		abort:     make(chan struct{}),
-		done:      make(chan struct{}),
+		retryWindow: opts.RetryWindow,
+		nc:          nc,
+		stream:      opts.Stream,
+		prefix:      opts.Prefix,
+		acked:       opts.Durability == DurabilityAcked,
+		failOpen:    opts.FailOpen,
+		live:        !opts.NoLive,
+		maxSeg:      opts.MaxSegmentBytes,
+		maxWait:     opts.MaxWait,
+		maxRecs:     opts.MaxPending,
+		maxBytes:    opts.MaxPendingBytes,
+		stallWait:   opts.StallWait,
+		log:         opts.Logger.With(slog.String("component", "audit"), slog.String("stream", opts.Stream)),
+		onPublish:   opts.OnPublish,
+		segID:       hex.EncodeToString(inc[:]) + "-",
+		queue:       newGroup(),
+		progress:    make(chan struct{}),
+		wake:        make(chan struct{}, 1),
+		full:        make(chan struct{}, 1),
+		quit:        make(chan struct{}),
+		abort:       make(chan struct{}),
+		done:        make(chan struct{}),
 	}
 	js, err := jetstream.New(nc,
 		// jetstream fails a publish not acked within AckTimeout (also
@@ -556,15 +572,14 @@ func (s *JetStreamSink) take() *group {
 // first ack is awaited, then waits for every ack, completes the receipts
 // and publishes the live copies.
 func (s *JetStreamSink) commit(g *group) {
-	futs := make([]jetstream.PubAckFuture, len(g.segs))
-	errs := make([]error, len(g.segs))
+	msgs := make([]*nats.Msg, len(g.segs))
 	for i, seg := range g.segs {
 		b := appendSegmentHeader(make([]byte, 0, seg.size), len(seg.recs))
 		for _, r := range seg.recs {
 			b = appendSegmentRecord(b, r.Data)
 		}
 		s.segSeq++
-		msg := &nats.Msg{
+		msgs[i] = &nats.Msg{
 			Subject: SegmentSubject(s.prefix, seg.tenant),
 			Data:    b,
 			Header: nats.Header{
@@ -572,23 +587,8 @@ func (s *JetStreamSink) commit(g *group) {
 				HeaderSegment:         []string{segmentHeaderValue},
 			},
 		}
-		futs[i], errs[i] = s.js.PublishMsgAsync(msg, s.pubOpts[:]...)
 	}
-	for i, f := range futs {
-		if errs[i] != nil {
-			continue
-		}
-		select {
-		case ack := <-f.Ok():
-			if ack.Stream != s.stream {
-				errs[i] = fmt.Errorf("audit: segment stored in stream %q, not %q", ack.Stream, s.stream)
-			}
-		case err := <-f.Err():
-			errs[i] = err
-		case <-s.abort:
-			errs[i] = errors.New("audit: sink closed before the stream acknowledged the segment")
-		}
-	}
+	errs := s.store(msgs)
 	s.mu.Lock()
 	s.resolved += uint64(g.records)
 	s.mu.Unlock()
@@ -616,6 +616,73 @@ func (s *JetStreamSink) commit(g *group) {
 	s.mu.Unlock()
 	close(ch)
 }
+
+// store publishes msgs and waits for their acks. A segment the stream did
+// not acknowledge — its leader lost, a server restarting, a timeout — is
+// published again, with the same segment id, until RetryWindow has passed
+// since the first attempt: the stream keeps one copy of a segment it
+// stored twice (DuplicateWindow), and the next commit waits for this one,
+// so a retry can never land after a later segment. While it retries, new
+// records queue (bounded: beyond MaxPending, Emit refuses overloaded).
+func (s *JetStreamSink) store(msgs []*nats.Msg) []error {
+	errs := make([]error, len(msgs))
+	pending := make([]int, len(msgs))
+	for i := range msgs {
+		pending[i] = i
+	}
+	deadline := time.Now().Add(s.retryWindow)
+	backoff := retryBackoff
+	for {
+		futs := make([]jetstream.PubAckFuture, len(pending))
+		for j, i := range pending {
+			futs[j], errs[i] = s.js.PublishMsgAsync(msgs[i], s.pubOpts[:]...)
+		}
+		for j, i := range pending {
+			if errs[i] != nil {
+				continue
+			}
+			select {
+			case ack := <-futs[j].Ok():
+				if ack.Stream != s.stream {
+					errs[i] = fmt.Errorf("audit: segment stored in stream %q, not %q", ack.Stream, s.stream)
+				}
+			case err := <-futs[j].Err():
+				errs[i] = err
+			case <-s.abort:
+				errs[i] = errSinkClosed
+			}
+		}
+		var again []int
+		for _, i := range pending {
+			if errs[i] != nil && !errors.Is(errs[i], errSinkClosed) {
+				again = append(again, i)
+			}
+		}
+		if len(again) == 0 || time.Now().Add(backoff).After(deadline) {
+			return errs
+		}
+		select {
+		case <-s.abort:
+			return errs
+		case <-time.After(backoff):
+		}
+		s.retries.Add(uint64(len(again)))
+		pending, backoff = again, min(2*backoff, maxRetryBackoff)
+	}
+}
+
+// The pause before a segment is published again, doubling to at most
+// maxRetryBackoff.
+const (
+	retryBackoff    = 50 * time.Millisecond
+	maxRetryBackoff = time.Second
+)
+
+var errSinkClosed = errors.New("audit: sink closed before the stream acknowledged the segment")
+
+// Retries is how many times the sink published a segment again because
+// the stream had not acknowledged it.
+func (s *JetStreamSink) Retries() uint64 { return s.retries.Load() }
 
 // segmentHeaderValue is HeaderSegment's value: the format version.
 var segmentHeaderValue = strconv.Itoa(SegmentVersion)

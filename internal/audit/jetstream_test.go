@@ -451,9 +451,12 @@ func TestJetStreamSinkStreamDeleted(t *testing.T) {
 	_, nc := natstest.Start(t, true)
 	const ackTimeout = 500 * time.Millisecond
 	var cAcked, cOpen, cAsync publishCounter
-	acked := newSink(t, nc, JetStreamOptions{AckTimeout: ackTimeout, OnPublish: cAcked.observe})
-	open := newSink(t, nc, JetStreamOptions{AckTimeout: ackTimeout, FailOpen: true, OnPublish: cOpen.observe})
-	async := newSink(t, nc, JetStreamOptions{AckTimeout: ackTimeout, Durability: DurabilityAsync, OnPublish: cAsync.observe})
+	// One attempt each (a window too short to retry in): the failure path
+	// itself; TestJetStreamSinkRetriesWithinItsWindow has the retries.
+	const once = time.Nanosecond
+	acked := newSink(t, nc, JetStreamOptions{AckTimeout: ackTimeout, RetryWindow: once, OnPublish: cAcked.observe})
+	open := newSink(t, nc, JetStreamOptions{AckTimeout: ackTimeout, RetryWindow: once, FailOpen: true, OnPublish: cOpen.observe})
+	async := newSink(t, nc, JetStreamOptions{AckTimeout: ackTimeout, RetryWindow: once, Durability: DurabilityAsync, OnPublish: cAsync.observe})
 	js, _ := jetstream.New(nc)
 	if err := js.DeleteStream(ctxT(t, 5*time.Second), DefaultStream); err != nil {
 		t.Fatal(err)
@@ -498,14 +501,69 @@ func TestJetStreamSinkStreamDeleted(t *testing.T) {
 	}
 }
 
+// A segment the stream does not acknowledge is published again, with the
+// same segment id, within the sink's retry window: a stream that comes
+// back (as a new stream leader is elected) stores the record, once, and
+// the chain after it stays in order.
+func TestJetStreamSinkRetriesWithinItsWindow(t *testing.T) {
+	_, nc := natstest.Start(t, true)
+	sink := newSink(t, nc, JetStreamOptions{AckTimeout: 200 * time.Millisecond, RetryWindow: time.Minute})
+	recs := buildTurn(t, "acme", "n1.retry", 4)
+	ctx := ctxT(t, 30*time.Second)
+	if err := Wait(ctx, sink.Emit(recs[0])); err != nil {
+		t.Fatal(err)
+	}
+	js, _ := jetstream.New(nc)
+	info, err := js.Stream(ctx, DefaultStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := info.CachedInfo().Config
+	if err := js.DeleteStream(ctx, DefaultStream); err != nil {
+		t.Fatal(err)
+	}
+	r1, r2 := sink.Emit(recs[1]), sink.Emit(recs[2])
+	// The stream is gone until the sink has retried at least once.
+	for sink.Retries() == 0 {
+		select {
+		case <-r1.Done():
+			t.Fatalf("receipt completed with no stream: %v", r1.Err())
+		case <-ctx.Done():
+			t.Fatal("no retry")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	cfg.DenyDelete, cfg.DenyPurge = false, false
+	if _, err := js.CreateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []Receipt{r1, r2} {
+		if err := Wait(ctx, r); err != nil {
+			t.Fatalf("receipt after the stream came back: %v", err)
+		}
+	}
+	var got []uint64
+	err = ReadAll(ctx, nc, TailOptions{}, func(_ []byte, ev *Event) error {
+		got = append(got, ev.Seq)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, []uint64{1, 2}) {
+		t.Fatalf("the new stream holds seqs %v, want [1 2] once each, in order", got)
+	}
+}
+
 // The server goes away: publishes are buffered by the reconnecting client
 // and never acked; receipts fail by AckTimeout.
 func TestJetStreamSinkServerDown(t *testing.T) {
 	srv, nc := natstest.Start(t, true)
 	const ackTimeout = 300 * time.Millisecond
 	var c publishCounter
-	acked := newSink(t, nc, JetStreamOptions{AckTimeout: ackTimeout, OnPublish: c.observe})
-	open := newSink(t, nc, JetStreamOptions{AckTimeout: ackTimeout, FailOpen: true})
+	const once = time.Nanosecond // one attempt: see TestJetStreamSinkStreamDeleted
+	acked := newSink(t, nc, JetStreamOptions{AckTimeout: ackTimeout, RetryWindow: once, OnPublish: c.observe})
+	open := newSink(t, nc, JetStreamOptions{AckTimeout: ackTimeout, RetryWindow: once, FailOpen: true})
 	recs := buildTurn(t, "acme", "n1.down", 6)
 	ctx := ctxT(t, 5*time.Second)
 	if err := Wait(ctx, acked.Emit(recs[0])); err != nil {

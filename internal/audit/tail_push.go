@@ -46,7 +46,7 @@ func tailPush(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, opts T
 		return err
 	}
 	msgs := make(chan *nats.Msg, pushBuffer)
-	inbox := nc.NewRespInbox()
+	inbox := nc.NewInbox()
 	sub, err := nc.ChanSubscribe(inbox, msgs)
 	if err != nil {
 		return fmt.Errorf("audit: subscribe to the push inbox: %w", err)
