@@ -5,7 +5,9 @@ import (
 	"flag"
 	"fmt"
 	"io/fs"
+	"net"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/nats-io/nats.go"
@@ -56,7 +58,7 @@ type conn struct {
 	// creds is the identity's credentials file; as is the identity
 	// whose seed the node generated is used when creds is not given.
 	creds, as string
-	dataDir   string // from the config, for the generated seeds
+	credsDir  string // from the config: where the generated seeds are
 }
 
 func (c *conn) flags(f *flag.FlagSet, withStream bool) {
@@ -71,7 +73,7 @@ func (c *conn) flags(f *flag.FlagSet, withStream bool) {
 	if withStream {
 		c.as = config.DefaultAuditIdentity
 	}
-	f.StringVar(&c.creds, "creds", "", "credentials file: a user nkey seed (.nk) or a .creds file (default: $SHAREDOS_CREDS, else the seed the node generated for --as in its data directory)")
+	f.StringVar(&c.creds, "creds", "", "credentials file: a user nkey seed (.nk) or a .creds file (default: $SHAREDOS_CREDS, else the seed the node generated for --as in node.creds_dir)")
 	f.StringVar(&c.as, "as", c.as, "identity whose generated seed to use when --creds is not given")
 }
 
@@ -91,9 +93,16 @@ func (c *conn) resolve() error {
 		if cfg != nil {
 			if c.url == "" {
 				c.urlFrom = c.cfg.path
-				if len(cfg.NATS.URLs) > 0 {
+				switch {
+				case len(cfg.NATS.URLs) > 0:
 					c.url = strings.Join(cfg.NATS.URLs, ",")
-				} else {
+				case len(cfg.Cluster.Nodes) > 0: // any node of the cluster
+					var urls []string
+					for _, n := range cfg.Cluster.Nodes {
+						urls = append(urls, fmt.Sprintf("nats://%s", net.JoinHostPort(n.Host, strconv.Itoa(n.Port))))
+					}
+					c.url = strings.Join(urls, ",")
+				default:
 					c.url = fmt.Sprintf("nats://%s:%d", cfg.NATS.Embedded.Host, cfg.NATS.Embedded.Port)
 				}
 			}
@@ -103,7 +112,7 @@ func (c *conn) resolve() error {
 			if c.stream == "" {
 				c.stream = cfg.Audit.Stream
 			}
-			c.dataDir = cfg.Node.DataDir
+			c.credsDir = cfg.Node.CredsDir
 		}
 	}
 	if c.url == "" {
@@ -138,20 +147,20 @@ func (c *conn) dial() (*nats.Conn, error) {
 }
 
 // auth are the options to authenticate with: --creds, else
-// $SHAREDOS_CREDS, else the seed the node generated for --as in its data
-// directory (the config's, else ./data), if it is there; else none (a bus
-// without authentication).
+// $SHAREDOS_CREDS, else the seed the node generated for --as in its
+// credentials directory (the config's node.creds_dir, else ./data/creds),
+// if it is there; else none (a bus without authentication).
 func (c *conn) auth() ([]nats.Option, error) {
 	file, from := c.creds, "--creds"
 	if file == "" {
 		file, from = os.Getenv("SHAREDOS_CREDS"), "$SHAREDOS_CREDS"
 	}
 	if file == "" {
-		dir := c.dataDir
+		dir := c.credsDir
 		if dir == "" {
-			dir = "./data"
+			dir = identity.DefaultDir("./data")
 		}
-		file = identity.SeedFile(identity.DefaultDir(dir), c.as)
+		file = identity.SeedFile(dir, c.as)
 		if _, err := os.Stat(file); err != nil {
 			return nil, nil
 		}

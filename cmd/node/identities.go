@@ -18,7 +18,7 @@ func identitiesCmd(args []string) error {
 			"(0600) in the credentials directory. Give each party its seed file; include the output in\n"+
 			"the configuration of an external NATS cluster.")
 	cfgPath := fs.String("config", "cluster.yaml", "the node's configuration")
-	dir := fs.String("creds-dir", "", "where the seeds are (default: <data_dir>/creds of --config)")
+	dir := fs.String("creds-dir", "", "where the seeds are (default: node.creds_dir of --config)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -27,7 +27,7 @@ func identitiesCmd(args []string) error {
 		return fmt.Errorf("identities: %w", err)
 	}
 	if *dir == "" {
-		*dir = identity.DefaultDir(cfg.Node.DataDir)
+		*dir = cfg.Node.CredsDir
 	}
 	out, err := identity.Provision(*dir, cfg.Bus(), cfg.EffectiveIdentities())
 	if err != nil {

@@ -13,10 +13,11 @@ import (
 )
 
 func serve(args []string) error {
-	fs := newFlags("serve", "[--config cluster.yaml] [--log-level info]",
+	fs := newFlags("serve", "[--config cluster.yaml] [--node ID] [--log-level info]",
 		"Runs a node: NATS (embedded unless nats.urls is set), the audit stream, the kernel,\nmetrics and health. Logs are JSON on stderr; SIGINT/SIGTERM drain and stop it.")
 	cfgPath := fs.String("config", "cluster.yaml", "configuration file (must exist)")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
+	nodeID := fs.String("node", "", "which of cluster.nodes to run (required when the config describes a cluster)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -31,6 +32,9 @@ func serve(args []string) error {
 	cfg, err := config.Load(*cfgPath)
 	if err != nil {
 		return fmt.Errorf("--config %s: %w", *cfgPath, err)
+	}
+	if cfg, err = cfg.ForNode(*nodeID); err != nil {
+		return usageError{err}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()

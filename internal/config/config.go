@@ -9,8 +9,10 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -18,6 +20,7 @@ import (
 
 	"github.com/sharedos/sharedos/authority"
 	"github.com/sharedos/sharedos/catalog"
+	"github.com/sharedos/sharedos/internal/audit"
 	"github.com/sharedos/sharedos/internal/identity"
 	"github.com/sharedos/sharedos/internal/mcpprovider"
 	"github.com/sharedos/sharedos/internal/providers"
@@ -37,6 +40,32 @@ type Config struct {
 	// identity "node" and one identity "provider-<id>" per nats provider
 	// are always added unless listed.
 	Identities []Identity `yaml:"identities"`
+	// Cluster describes several nodes in one file; each node is started
+	// with `node serve --node ID` (ForNode). Empty: a single node.
+	Cluster Cluster `yaml:"cluster"`
+}
+
+// Cluster is a cluster of nodes on NATS: each node's embedded nats-server
+// joins the others by routes, and JetStream replicates the audit stream
+// (audit.replicas). NATS is the distributed engine: membership, leader
+// election and replication are its (docs/operations.md).
+type Cluster struct {
+	// Name is the NATS cluster's name. Default "sharedos".
+	Name string `yaml:"name"`
+	// Nodes are the cluster's nodes.
+	Nodes []ClusterNode `yaml:"nodes"`
+}
+
+// ClusterNode is one node of a cluster: what differs from node to node.
+type ClusterNode struct {
+	ID      string `yaml:"id"`
+	DataDir string `yaml:"data_dir"` // default <node.data_dir>/<id>
+	HTTP    string `yaml:"http"`     // the node's HTTP address; default "off"
+	// Host, Port and ClusterPort are the node's embedded server's client
+	// and route listeners.
+	Host        string `yaml:"host"`
+	Port        int    `yaml:"port"`
+	ClusterPort int    `yaml:"cluster_port"`
 }
 
 // Identity is one party on the bus (see internal/identity).
@@ -67,6 +96,10 @@ type Node struct {
 	HTTP string `yaml:"http"`
 	// ShutdownTimeout bounds draining on SIGTERM. Default 15s.
 	ShutdownTimeout Duration `yaml:"shutdown_timeout"`
+	// CredsDir holds the bus identities' seeds (docs/security.md).
+	// Default <data_dir>/creds; in a cluster every node must use the same
+	// one (the same identities on every server).
+	CredsDir string `yaml:"creds_dir"`
 }
 
 // NATS is how the node reaches NATS.
@@ -105,6 +138,12 @@ const (
 type Embedded struct {
 	Host string `yaml:"host"` // default 127.0.0.1
 	Port int    `yaml:"port"` // default 4222; 0 picks a free port
+	// ClusterName, ClusterHost, ClusterPort and Routes join the embedded
+	// server to others (set by ForNode from cluster:). Empty: standalone.
+	ClusterName string   `yaml:"-"`
+	ClusterHost string   `yaml:"-"`
+	ClusterPort int      `yaml:"-"`
+	Routes      []string `yaml:"-"`
 }
 
 // Kernel are the turn kernel's limits.
@@ -297,6 +336,24 @@ func (c *Config) defaults() {
 	if c.NATS.Account == "" {
 		c.NATS.Account = identity.NodeAccount
 	}
+	if c.Node.CredsDir == "" {
+		c.Node.CredsDir = identity.DefaultDir(c.Node.DataDir)
+	}
+	if len(c.Cluster.Nodes) > 0 && c.Cluster.Name == "" {
+		c.Cluster.Name = "sharedos"
+	}
+	for i := range c.Cluster.Nodes {
+		n := &c.Cluster.Nodes[i]
+		if n.DataDir == "" {
+			n.DataDir = filepath.Join(c.Node.DataDir, n.ID)
+		}
+		if n.HTTP == "" {
+			n.HTTP = "off"
+		}
+		if n.Host == "" {
+			n.Host = "127.0.0.1"
+		}
+	}
 	if c.Kernel.ResolveTimeout == 0 {
 		c.Kernel.ResolveTimeout = Duration(5 * time.Second)
 	}
@@ -386,6 +443,37 @@ func (c *Config) Validate() error {
 		}
 		if id.Role != string(identity.Runtime) && (id.OpenRate != Rate{} || id.CallRate != Rate{}) {
 			add("identities[%d] (%s): rates limit runtime identities only", i, id.Name)
+		}
+	}
+	if len(c.Cluster.Nodes) > 0 {
+		if len(c.NATS.URLs) > 0 {
+			add("cluster.nodes describes embedded servers joined by routes; nats.urls an external cluster: use one")
+		}
+		if !prefixPattern.MatchString(c.Cluster.Name) || strings.Contains(c.Cluster.Name, ".") {
+			add("cluster.name %q must be one token of [A-Za-z0-9_-]", c.Cluster.Name)
+		}
+		seen := map[string]bool{}
+		ports := map[string]string{}
+		for i, n := range c.Cluster.Nodes {
+			if !idPattern.MatchString(n.ID) {
+				add("cluster.nodes[%d]: id %q must match %s", i, n.ID, idPattern)
+			}
+			if seen[n.ID] {
+				add("cluster.nodes[%d]: id %s listed twice", i, n.ID)
+			}
+			seen[n.ID] = true
+			if n.Port <= 0 || n.Port > 65535 || n.ClusterPort <= 0 || n.ClusterPort > 65535 {
+				add("cluster.nodes[%d] (%s): port and cluster_port are required (1-65535)", i, n.ID)
+			}
+			for _, hp := range []string{net.JoinHostPort(n.Host, strconv.Itoa(n.Port)), net.JoinHostPort(n.Host, strconv.Itoa(n.ClusterPort)), n.HTTP} {
+				if hp == "off" {
+					continue
+				}
+				if other, taken := ports[hp]; taken {
+					add("cluster.nodes[%d] (%s): %s is also %s's", i, n.ID, hp, other)
+				}
+				ports[hp] = n.ID
+			}
 		}
 	}
 	if len(c.NATS.URLs) > 0 && c.NATS.Credentials == "" {
@@ -546,6 +634,44 @@ const (
 func (c *Config) Bus() identity.Bus {
 	return identity.Bus{Prefix: c.NATS.Prefix, Account: c.NATS.Account, Stream: c.Audit.Stream,
 		ResponseTTL: time.Duration(c.Kernel.CallTimeout) + time.Minute}
+}
+
+// ForNode returns the config of the cluster node id: node.id, data_dir
+// and http, and the embedded server's listeners and routes, from its
+// cluster.nodes entry; everything else is shared. Without cluster.nodes it
+// returns c itself when id is "" or node.id.
+func (c *Config) ForNode(id string) (*Config, error) {
+	if len(c.Cluster.Nodes) == 0 {
+		if id != "" && id != c.Node.ID {
+			return nil, fmt.Errorf("config: --node %s: the config describes one node, %s (no cluster.nodes)", id, c.Node.ID)
+		}
+		return c, nil
+	}
+	if id == "" {
+		return nil, fmt.Errorf("config: the config describes a cluster: name the node to run (--node %s, …)", c.Cluster.Nodes[0].ID)
+	}
+	i := slices.IndexFunc(c.Cluster.Nodes, func(n ClusterNode) bool { return n.ID == id })
+	if i < 0 {
+		return nil, fmt.Errorf("config: no node %q in cluster.nodes", id)
+	}
+	n := c.Cluster.Nodes[i]
+	out := *c
+	out.Node.ID, out.Node.DataDir, out.Node.HTTP = n.ID, n.DataDir, n.HTTP
+	out.NATS.Embedded.Host, out.NATS.Embedded.Port = n.Host, n.Port
+	out.NATS.Embedded.ClusterName, out.NATS.Embedded.ClusterHost, out.NATS.Embedded.ClusterPort = c.Cluster.Name, n.Host, n.ClusterPort
+	if out.Audit.KeyFile == "" {
+		// One key for the cluster: it signs every node's execution grants
+		// and checkpoints, so a provider any node hosts trusts a call any
+		// node decided (docs/operations.md).
+		out.Audit.KeyFile = audit.DefaultKeyFile(c.Node.DataDir)
+	}
+	out.NATS.Embedded.Routes = nil
+	for _, o := range c.Cluster.Nodes {
+		if o.ID != n.ID {
+			out.NATS.Embedded.Routes = append(out.NATS.Embedded.Routes, fmt.Sprintf("nats-route://%s", net.JoinHostPort(o.Host, strconv.Itoa(o.ClusterPort))))
+		}
+	}
+	return &out, nil
 }
 
 // IdentitySet validates and indexes EffectiveIdentities.

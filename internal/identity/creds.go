@@ -38,11 +38,17 @@ func LoadOrCreateSeed(path string) (nkeys.KeyPair, error) {
 	if err != nil {
 		return nil, fmt.Errorf("identity: %w", err)
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if errors.Is(err, fs.ErrExist) { // another process made it first
-		return LoadSeed(path)
-	}
+	// Written to a temporary file and linked into place: another process
+	// creating the same seed (the nodes of a cluster sharing a directory)
+	// either finds the whole file or makes its own and loses the link.
+	f, err := os.CreateTemp(filepath.Dir(path), ".seed-*")
 	if err != nil {
+		return nil, fmt.Errorf("identity: %w", err)
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp)
+	if err := f.Chmod(0o600); err != nil {
+		f.Close()
 		return nil, fmt.Errorf("identity: %w", err)
 	}
 	if _, err := f.Write(append(seed, '\n')); err != nil {
@@ -54,6 +60,11 @@ func LoadOrCreateSeed(path string) (nkeys.KeyPair, error) {
 		return nil, fmt.Errorf("identity: %w", err)
 	}
 	if err := f.Close(); err != nil {
+		return nil, fmt.Errorf("identity: %w", err)
+	}
+	if err := os.Link(tmp, path); errors.Is(err, fs.ErrExist) {
+		return LoadSeed(path) // another process made it first
+	} else if err != nil {
 		return nil, fmt.Errorf("identity: %w", err)
 	}
 	return kp, nil

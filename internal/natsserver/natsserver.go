@@ -1,6 +1,7 @@
 package natsserver
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -98,11 +99,28 @@ type Options struct {
 	// Logger receives the server's log output at matching slog levels (see
 	// the package documentation). nil discards it.
 	Logger *slog.Logger
+	// Cluster joins the server to others by routes (JetStream then runs
+	// clustered: replicated streams, leaders elected by NATS). Zero:
+	// standalone.
+	Cluster Cluster
 	// Config is nats-server configuration text (for example the accounts,
 	// users and permissions of internal/identity.ServerConfig) applied
 	// before the fields above, which take precedence. Empty: no
 	// authentication.
 	Config string
+}
+
+// Cluster is the route listener and the routes to the cluster's other
+// servers.
+type Cluster struct {
+	// Name is the cluster's name (the same on every server). Empty: no
+	// cluster.
+	Name string
+	// Host and Port are this server's route listener.
+	Host string
+	Port int
+	// Routes are the other servers' route URLs ("nats-route://host:port").
+	Routes []string
 }
 
 // Validate reports whether the options can be used to start a server. It
@@ -127,6 +145,16 @@ func (o Options) Validate() error {
 	}
 	if o.MaxPayload < 0 || o.MaxPayload > MaxPayloadLimit {
 		return fmt.Errorf("%w: MaxPayload %d out of range (0 for the default, else 1-%d)", ErrInvalidOptions, o.MaxPayload, MaxPayloadLimit)
+	}
+	if c := o.Cluster; c.Name != "" {
+		if c.Port <= 0 || c.Port > 65535 {
+			return fmt.Errorf("%w: cluster %s: route port %d out of range", ErrInvalidOptions, c.Name, c.Port)
+		}
+		for _, r := range c.Routes {
+			if _, err := url.Parse(r); err != nil {
+				return fmt.Errorf("%w: cluster %s: route %q: %w", ErrInvalidOptions, c.Name, r, err)
+			}
+		}
 	}
 	if o.Config != "" {
 		if err := new(server.Options).ProcessConfigString(o.Config); err != nil {
@@ -183,6 +211,16 @@ func (o Options) serverOptions() *server.Options {
 	sopts.NoSigs = true // the node owns signal handling
 	sopts.NoLog = true  // logging goes through our slog adapter only
 	sopts.MaxPayload = o.MaxPayload
+	if c := o.Cluster; c.Name != "" {
+		sopts.Cluster.Name = c.Name
+		sopts.Cluster.Host = cmp.Or(c.Host, o.Host)
+		sopts.Cluster.Port = c.Port
+		for _, r := range c.Routes {
+			if u, err := url.Parse(r); err == nil { // checked by Validate
+				sopts.Routes = append(sopts.Routes, u)
+			}
+		}
+	}
 	if o.JetStream {
 		sopts.JetStream = true
 		sopts.StoreDir = o.StoreDir

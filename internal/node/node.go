@@ -20,6 +20,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sharedos/sharedos/actors"
@@ -118,7 +119,10 @@ func Start(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err 
 	if err := n.connect(); err != nil {
 		return nil, err
 	}
-	n.sink, err = audit.NewJetStreamSink(ctx, n.nc, audit.JetStreamOptions{
+	if err := waitForJetStream(ctx, n.nc); err != nil {
+		return nil, err
+	}
+	sinkOpts := audit.JetStreamOptions{
 		Prefix: cfg.NATS.Prefix, Stream: cfg.Audit.Stream, MaxAge: time.Duration(cfg.Audit.MaxAge),
 		MaxBytes: cfg.Audit.MaxBytes, Replicas: cfg.Audit.Replicas, DuplicateWindow: time.Duration(cfg.Audit.DuplicateWindow),
 		Durability: cfg.Audit.Durability, FailOpen: cfg.Audit.FailOpen, Logger: n.log,
@@ -128,7 +132,24 @@ func Start(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err 
 				n.metrics.observePublish(d, err)
 			}
 		},
-	})
+	}
+	for {
+		// While a cluster forms, JetStream may leave a request unanswered
+		// (a meta leader being elected) or refuse a replicated stream's
+		// placement (its servers not yet known): try again, each attempt
+		// bounded, within ctx.
+		actx, cancel := context.WithTimeout(ctx, sinkAttempt)
+		n.sink, err = audit.NewJetStreamSink(actx, n.nc, sinkOpts)
+		cancel()
+		if err == nil || !clusterForming(err) || ctx.Err() != nil {
+			break
+		}
+		n.log.Info("audit stream not ready yet; trying again", "err", err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("node: audit stream: %w", err)
 	}
@@ -237,6 +258,44 @@ func Start(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err 
 	return n, nil
 }
 
+// sinkAttempt bounds one attempt at creating or checking the audit stream.
+const sinkAttempt = 5 * time.Second
+
+// clusterForming reports whether err is what JetStream answers while a
+// cluster forms: no answer in time, or no peers for a stream's replicas.
+func clusterForming(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrNoResponders) ||
+		errors.Is(err, jetstream.ErrNoStreamResponse) || errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeNoPeers
+}
+
+// errCodeNoPeers is JetStream's "no suitable peers for placement"
+// (nats-server's JSClusterNoPeersErr).
+const errCodeNoPeers jetstream.ErrorCode = 10005
+
+// waitForJetStream returns once the bus's JetStream answers: at once on a
+// single server; in a cluster once a meta leader is elected (until then
+// JetStream API requests go unanswered), which needs a quorum of servers.
+func waitForJetStream(ctx context.Context, nc *nats.Conn) error {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fmt.Errorf("node: jetstream: %w", err)
+	}
+	for {
+		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		_, err := js.AccountInfo(actx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("node: JetStream did not answer (a cluster needs a quorum of its servers up): %w", err)
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
 // connect starts the embedded server, or connects to the external
 // cluster, and checks that the server takes messages of
 // nats.max_message_bytes: the node accepts request frames up to that size
@@ -281,7 +340,7 @@ func (n *Node) dial() error {
 	if err != nil {
 		return err
 	}
-	n.credsDir = identity.DefaultDir(cfg.Node.DataDir)
+	n.credsDir = cfg.Node.CredsDir
 	accounts, err := identity.Provision(n.credsDir, cfg.Bus(), ids.All())
 	if err != nil {
 		return fmt.Errorf("node: %w", err)
@@ -294,6 +353,9 @@ func (n *Node) dial() error {
 		JetStream: true, StoreDir: filepath.Join(cfg.Node.DataDir, "nats"),
 		SyncAlways: syncEvery == 0, SyncInterval: syncEvery,
 		MaxPayload: int32(cfg.NATS.MaxMessageBytes), // config.Validate bounds it by NATS's 64 MiB
+		Cluster: natsserver.Cluster{Name: cfg.NATS.Embedded.ClusterName, Host: cfg.NATS.Embedded.ClusterHost,
+			Port: cfg.NATS.Embedded.ClusterPort, Routes: cfg.NATS.Embedded.Routes},
+		Logger: n.log,
 	})
 	if err != nil {
 		return fmt.Errorf("node: embedded NATS: %w", err)
