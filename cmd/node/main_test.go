@@ -338,7 +338,6 @@ func TestIdentitiesPrintsTheBusConfiguration(t *testing.T) {
 			Users   []struct{ Nkey string }
 			Imports []struct {
 				Service struct{ Account, Subject string }
-				Share   bool
 			}
 		}
 	}
@@ -346,7 +345,7 @@ func TestIdentitiesPrintsTheBusConfiguration(t *testing.T) {
 		t.Fatalf("not JSON: %v\n%s", err, out)
 	}
 	rt, ok := conf.Accounts["runtime"]
-	if !ok || len(rt.Users) != 1 || len(rt.Imports) != 2 || !rt.Imports[0].Share || rt.Imports[0].Service.Account != "SHAREDOS" {
+	if !ok || len(rt.Users) != 1 || len(rt.Imports) != 2 || rt.Imports[0].Service.Account != "SHAREDOS" {
 		t.Fatalf("runtime account %+v", rt)
 	}
 	if n := len(conf.Accounts["SHAREDOS"].Users); n != 4 { // node, two audit readers, provider-calendar

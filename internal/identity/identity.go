@@ -10,7 +10,7 @@
 //
 // The node never takes a caller's word for who it is. Runtimes live in
 // NATS accounts of their own that import the node's turn subjects with
-// `share: true`; the server stamps each request crossing that import with
+// a service import; the server stamps each request crossing that import with
 // the caller's account in the Nats-Request-Info header, overwriting
 // whatever the client put there, so the account a request arrives from is
 // a fact the bus establishes (see docs/security.md for the choice and the

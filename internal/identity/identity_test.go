@@ -65,7 +65,7 @@ func TestValidate(t *testing.T) {
 }
 
 // The rendered configuration is what nats-server takes: each runtime an
-// account importing the turn subjects with share, everyone else a user of
+// account importing the turn subjects, everyone else a user of
 // the node account.
 func TestServerConfigIsValidNATSConfiguration(t *testing.T) {
 	dir := t.TempDir()
@@ -86,7 +86,7 @@ func TestServerConfigIsValidNATSConfiguration(t *testing.T) {
 	if len(o.Nkeys) != 4 {
 		t.Fatalf("%d nkey users, want 4", len(o.Nkeys))
 	}
-	for _, want := range []string{`"share": true`, `"sharedos.turn.>"`, `"sharedos.provider.calendar.>"`,
+	for _, want := range []string{`"account": "SHAREDOS"`, `"sharedos.turn.>"`, `"sharedos.provider.calendar.>"`,
 		`"$JS.API.CONSUMER.CREATE.S.*.sharedos.audit.seg.acme"`, `"$JS.API.CONSUMER.CREATE.S.*.sharedos.audit.seg.~612e62"`, `"_INBOX_a.>"`} {
 		if !strings.Contains(conf, want) {
 			t.Errorf("configuration lacks %s", want)

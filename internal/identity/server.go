@@ -40,7 +40,7 @@ type Keys map[string]string
 //     its tenants' live events);
 //   - each runtime identity has an account of its own, named after it,
 //     whose only subjects are the turn protocol's, imported from the node
-//     account with share: true — so every request it sends arrives with a
+//     account — so every request it sends arrives with a
 //     Nats-Request-Info header the server wrote, naming the account.
 func ServerConfig(bus Bus, ids []Identity, keys Keys) (string, error) {
 	if bus.Account == "" {
@@ -108,7 +108,7 @@ func ServerConfig(bus Bus, ids []Identity, keys Keys) (string, error) {
 				Subscribe: &subjectPerm{Allow: []string{"_INBOX.>", InboxPrefix(id.Name) + ".>"}},
 			}}}}
 			for _, s := range turnSubjects {
-				a.Imports = append(a.Imports, imp{Service: svc{Account: bus.Account, Subject: s}, Share: true})
+				a.Imports = append(a.Imports, imp{Service: svc{Account: bus.Account, Subject: s}, Share: false})
 			}
 			accounts[id.Name] = a
 			runtimes = append(runtimes, id.Name)
