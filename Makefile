@@ -43,13 +43,22 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 
-## soak: long runs that stay out of `make test`: the suite 20 times under the race
-## detector on one and two CPUs, 10 minutes of fuzzing, and 5 minutes of load per scenario.
+## soak: long runs that stay out of `make test`: the fault tests with long loads (soak-faults,
+## printing their figures), the suite 20 times under the race detector on one and two CPUs
+## (the fault tests once, in soak-faults), 10 minutes of fuzzing, and 5 minutes of load per scenario.
 SOAKTIME ?= 5m
-soak:
-	$(GO) test -race -count=10 -cpu 1,2 -timeout 60m ./...
+soak: soak-faults
+	$(GO) test -race -count=10 -cpu 1,2 -timeout 60m -skip '^TestFault' ./...
 	$(GO) test -run '^$$' -fuzz '^FuzzGuard$$' -fuzztime 10m -fuzzminimizetime 5s ./messages
 	$(GO) run ./bench --concurrency 64 --duration $(SOAKTIME)
+
+## soak-faults: the cluster fault tests (docs/operations.md) with SOAK_FAULT_LOAD of load before
+## each fault (and that plus the caller deadline after), printing the figures.
+SOAK_FAULT_LOAD ?= 60s
+.PHONY: soak-faults
+soak-faults:
+	SHAREDOS_FAULT_LOAD=$(SOAK_FAULT_LOAD) $(GO) test -race -count=1 -timeout 30m -run '^TestFault' -v ./internal/node \
+	  | grep -E '^(--- |ok|FAIL|PASS)|FIGURES|fault_test.go'
 
 ## mutation: mutation testing (gremlins) of the kernel's core, one run per package, then a
 ## table of efficacy per package and the surviving mutants. Not part of `make test`.

@@ -1,0 +1,522 @@
+package node_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sharedos/sharedos/client"
+	"github.com/sharedos/sharedos/internal/audit"
+	"github.com/sharedos/sharedos/internal/identity"
+	"github.com/sharedos/sharedos/reason"
+)
+
+// faultLoadEnv sets how long the kill test loads the cluster before and
+// after the kill (a Go duration each side); `make soak` sets it long.
+const faultLoadEnv = "SHAREDOS_FAULT_LOAD"
+
+// procCluster is a cluster of three `node serve` processes on loopback,
+// started from one generated config file.
+type procCluster struct {
+	dir, config, creds string
+	ids                []string
+	urls, http         []string
+	cmds               []*exec.Cmd
+	exited             []chan struct{}
+}
+
+// buildNode builds cmd/node once into dir.
+func buildNode(t *testing.T, dir string) string {
+	t.Helper()
+	bin := filepath.Join(dir, "node")
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/sharedos/sharedos/cmd/node").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build ./cmd/node: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// startProcCluster writes the sample cluster.yaml as three nodes on free
+// loopback ports (one creds dir and key, the audit stream R3), starts a
+// process per node, and waits until each answers /readyz. Cleanup stops
+// the ones still running with SIGTERM (SIGKILL after 30s).
+func startProcCluster(t *testing.T, bin string) *procCluster {
+	t.Helper()
+	b, err := os.ReadFile("../../cluster.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	y := strings.NewReplacer("data_dir: ./data", "data_dir: "+dir, "http: 127.0.0.1:8321", "http: off",
+		"stream: SHAREDOS_AUDIT", "stream: SHAREDOS_AUDIT\n  replicas: 3").Replace(string(b))
+	ports := freePorts(t, 9)
+	pc := &procCluster{dir: dir, config: filepath.Join(dir, "cluster.yaml"), creds: identity.DefaultDir(dir)}
+	var sb strings.Builder
+	sb.WriteString(y + "\ncluster:\n  name: fault\n  nodes:\n")
+	for i := range 3 {
+		id := fmt.Sprintf("node-%d", i+1)
+		pc.ids = append(pc.ids, id)
+		pc.urls = append(pc.urls, fmt.Sprintf("nats://127.0.0.1:%d", ports[3*i]))
+		pc.http = append(pc.http, fmt.Sprintf("127.0.0.1:%d", ports[3*i+2]))
+		fmt.Fprintf(&sb, "    - {id: %s, port: %d, cluster_port: %d, http: %s, data_dir: %s}\n",
+			id, ports[3*i], ports[3*i+1], pc.http[i], filepath.Join(dir, id))
+	}
+	if err := os.WriteFile(pc.config, []byte(sb.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range pc.ids {
+		log, err := os.Create(filepath.Join(dir, id+".log"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(bin, "serve", "--config", pc.config, "--node", id, "--log-level", "warn")
+		cmd.Stdout, cmd.Stderr = log, log
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); log.Close(); close(done) }()
+		pc.cmds, pc.exited = append(pc.cmds, cmd), append(pc.exited, done)
+	}
+	t.Cleanup(func() {
+		for i, cmd := range pc.cmds {
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-pc.exited[i]:
+			case <-time.After(30 * time.Second):
+				_ = cmd.Process.Kill()
+				<-pc.exited[i]
+			}
+		}
+	})
+	deadline := time.Now().Add(90 * time.Second)
+	for i, addr := range pc.http {
+		for {
+			resp, err := http.Get("http://" + addr + "/readyz")
+			if err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					break
+				}
+			}
+			select {
+			case <-pc.exited[i]:
+				t.Fatalf("%s exited while starting; log:\n%s", pc.ids[i], pc.log(i))
+			default:
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s not ready after 90s; log:\n%s", pc.ids[i], pc.log(i))
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	return pc
+}
+
+func (pc *procCluster) log(i int) string {
+	b, _ := os.ReadFile(filepath.Join(pc.dir, pc.ids[i]+".log"))
+	return string(b)
+}
+
+// connect connects to node i's server as the identity name.
+func (pc *procCluster) connect(t *testing.T, i int, name string) *nats.Conn {
+	t.Helper()
+	auth, err := client.CredentialOptions(identity.SeedFile(pc.creds, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(pc.urls[i], append(auth, nats.Name("fault-"+name), nats.MaxReconnects(-1))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+// faultCall is one call of the load: its turn, when it was made, how long
+// its answer took, and the answer.
+type faultCall struct {
+	worker       int
+	node, turn   string
+	callID       string
+	start        time.Time
+	took         time.Duration
+	code         reason.Code // "" when it succeeded
+	err          error
+	afterKill    bool
+	onVictimTurn bool
+}
+
+// A node process is killed with SIGKILL while runtime clients on the two
+// other nodes' servers call tools in turns open on all three. The turns
+// of the other nodes keep being served; the killed node's callers are
+// answered within their deadline (turn_not_found, node_unavailable or
+// deadline_exceeded), never left hanging; and once the cluster settles,
+// every call a caller got a result for has its tool.invoked and
+// tool.completed in the R3 audit stream, read as the auditor through a
+// surviving node, and the trail verifies (the killed node's turns open).
+func TestFaultNodeKilledUnderLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds cmd/node and runs three node processes")
+	}
+	load := 2 * time.Second
+	if v := os.Getenv(faultLoadEnv); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			t.Fatalf("%s=%q: %v", faultLoadEnv, v, err)
+		}
+		load = d
+	}
+	const (
+		workers      = 9               // three per node's turns at the start
+		callTimeout  = 4 * time.Second // each caller's deadline
+		callsPerTurn = 25              // then the turn is closed and another opened
+	)
+	t0 := time.Now()
+	bin := buildNode(t, t.TempDir())
+	t1 := time.Now()
+	pc := startProcCluster(t, bin)
+	t.Logf("cmd/node built in %v; three processes ready in %v", t1.Sub(t0).Round(time.Millisecond), time.Since(t1).Round(time.Millisecond))
+
+	// The victim is a node that does not lead the audit stream: losing
+	// the leader is another fault (docs/operations.md, open).
+	js, err := jetstream.New(pc.connect(t, 0, "auditor"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var leader string
+	for wait := time.Now().Add(30 * time.Second); ; {
+		s, err := js.Stream(ctx(t), "SHAREDOS_AUDIT")
+		if err == nil && s.CachedInfo().Cluster != nil && s.CachedInfo().Cluster.Leader != "" {
+			leader = s.CachedInfo().Cluster.Leader
+			break
+		}
+		if time.Now().After(wait) {
+			t.Fatalf("no audit stream leader after 30s: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	victim := 2
+	for i := 2; i >= 0; i-- {
+		if "sharedos-"+pc.ids[i] != leader {
+			victim = i
+			break
+		}
+	}
+	var survivors []int
+	for i := range 3 {
+		if i != victim {
+			survivors = append(survivors, i)
+		}
+	}
+	t.Logf("audit stream leader %s; killing %s", leader, pc.ids[victim])
+	auditorNC := pc.connect(t, survivors[0], "auditor")
+
+	// Four runtime connections, two on each survivor's server.
+	var clients []*client.Client
+	for k := range 4 {
+		clients = append(clients, client.New(pc.connect(t, survivors[k%2], "runtime"), nil))
+	}
+	access := client.Access{Tenant: "acme", Principal: "ada", Namespaces: []string{"text"}}
+
+	var (
+		mu       sync.Mutex
+		calls    []faultCall
+		opens    = map[reason.Code]int{}
+		killedAt time.Time
+	)
+	killed := func() (bool, time.Time) {
+		mu.Lock()
+		defer mu.Unlock()
+		return !killedAt.IsZero(), killedAt
+	}
+	// openOn opens a turn through cl; want, if not "", is the node it
+	// must land on (opens go to any node by a queue group): turns that
+	// land elsewhere are closed and another is opened.
+	openOn := func(ctx context.Context, cl *client.Client, want string) (*client.Turn, error) {
+		for {
+			octx, cancel := context.WithTimeout(ctx, callTimeout)
+			tr, err := cl.Open(octx, access)
+			cancel()
+			if err != nil {
+				mu.Lock()
+				opens[reason.Of(err)]++
+				mu.Unlock()
+				if ctx.Err() != nil {
+					return nil, ctx.Err()
+				}
+				continue
+			}
+			mu.Lock()
+			opens[""]++
+			mu.Unlock()
+			if want == "" || tr.Handle.Node == want {
+				return tr, nil
+			}
+			cctx, cancel := context.WithTimeout(ctx, callTimeout)
+			_ = tr.Close(cctx)
+			cancel()
+		}
+	}
+	stop, stopLoad := context.WithCancel(context.Background())
+	defer stopLoad()
+	var wg sync.WaitGroup
+	ready := make(chan struct{}, workers)
+	for w := range workers {
+		wg.Go(func() {
+			cl := clients[w%len(clients)]
+			// Each worker starts on a turn of node w%3: the victim's
+			// turns are in flight when it dies.
+			tr, err := openOn(stop, cl, pc.ids[w%3])
+			ready <- struct{}{}
+			n, retried := 0, false
+			for stop.Err() == nil {
+				if err != nil || n == callsPerTurn {
+					if tr != nil && err == nil {
+						cctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+						_ = tr.Close(cctx)
+						cancel()
+					}
+					if tr, err = openOn(stop, cl, ""); err != nil {
+						return
+					}
+					n, retried = 0, false
+				}
+				n++
+				cctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+				start := time.Now()
+				res, cerr := tr.Invoke(cctx, "text_stats", []byte(`{"text":"a b b c c c"}`))
+				took := time.Since(start)
+				cancel()
+				c := faultCall{worker: w, node: tr.Handle.Node, turn: tr.Handle.TurnID, start: start, took: took,
+					err: cerr, onVictimTurn: tr.Handle.Node == pc.ids[victim]}
+				if cerr != nil {
+					c.code = reason.Of(cerr)
+					if c.code == "" {
+						c.code = "other"
+					}
+					var ce *client.CallError
+					if errors.As(cerr, &ce) && ce.Reply != nil {
+						c.callID = ce.Reply.CallID
+					}
+					err = cerr // a new turn for the next call
+				} else if res.IsError {
+					c.code, c.callID = "tool_error", res.CallID
+				} else {
+					c.callID = res.CallID
+				}
+				mu.Lock()
+				c.afterKill = !killedAt.IsZero() && start.After(killedAt)
+				calls = append(calls, c)
+				mu.Unlock()
+				// A call that timed out is tried once more on its turn (the
+				// node may be gone: turn_not_found at once); any other
+				// failure, or a second one, takes a new turn.
+				if c.code == reason.DeadlineExceeded && !retried {
+					err, retried = nil, true
+				} else if cerr == nil {
+					retried = false
+				}
+			}
+		})
+	}
+	for range workers {
+		select {
+		case <-ready:
+		case <-time.After(60 * time.Second):
+			t.Fatal("workers could not open their turns in 60s")
+		}
+	}
+	time.Sleep(load) // load before the kill (the test's only sleeps are the load's duration)
+	if err := pc.cmds[victim].Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	killedAt = time.Now()
+	mu.Unlock()
+	<-pc.exited[victim]
+	// Load after the kill: long enough for the calls in flight on the
+	// killed node to reach their deadline and their callers to call again.
+	time.Sleep(load + callTimeout)
+	stopLoad()
+	wg.Wait()
+	loadEnd := time.Now()
+	_, kat := killed()
+
+	// The figures, from the callers' side.
+	var ok, survivorFail, victimCalls, victimAfterKill, hung int
+	byCode := map[reason.Code]int{}
+	var longestAnswer, promptRefusal time.Duration
+	for _, c := range calls {
+		if c.took > longestAnswer {
+			longestAnswer = c.took
+		}
+		if c.took > callTimeout+2*time.Second {
+			hung++
+		}
+		if c.code == "" {
+			ok++
+		} else {
+			byCode[c.code]++
+		}
+		if c.onVictimTurn {
+			victimCalls++
+			if c.afterKill || c.start.Add(c.took).After(kat) {
+				victimAfterKill++
+			}
+			continue
+		}
+		if c.code != "" {
+			survivorFail++
+			t.Errorf("a call on %s's turn %s failed at +%v after the kill: %v", c.node, c.turn, c.start.Sub(kat).Round(time.Millisecond), c.err)
+		}
+	}
+	// The victim's callers: every answer after the kill is a refusal the
+	// client can act on, within the caller's deadline.
+	for _, c := range calls {
+		if !c.onVictimTurn || c.code == "" || c.code == "tool_error" {
+			continue
+		}
+		switch c.code {
+		case reason.TurnNotFound, reason.NodeUnavailable, reason.TurnClosed:
+			promptRefusal = max(promptRefusal, c.took)
+		case reason.DeadlineExceeded:
+		default:
+			t.Errorf("a call on the killed node's turn %s: %v, want turn_not_found, node_unavailable or deadline_exceeded", c.turn, c.err)
+		}
+	}
+	if hung > 0 {
+		t.Errorf("%d calls answered later than their deadline (%v) plus 2s", hung, callTimeout)
+	}
+	// The longest refusal window: for each worker, the longest time from
+	// a failed call to its next successful call.
+	var window time.Duration
+	perWorker := map[int][]faultCall{}
+	for _, c := range calls {
+		perWorker[c.worker] = append(perWorker[c.worker], c)
+	}
+	for _, cs := range perWorker {
+		slices.SortFunc(cs, func(a, b faultCall) int { return a.start.Compare(b.start) })
+		var failedAt time.Time
+		for _, c := range cs {
+			switch {
+			case c.code != "" && failedAt.IsZero():
+				failedAt = c.start
+			case c.code == "" && !failedAt.IsZero():
+				window = max(window, c.start.Add(c.took).Sub(failedAt))
+				failedAt = time.Time{}
+			}
+		}
+		if !failedAt.IsZero() {
+			window = max(window, loadEnd.Sub(failedAt))
+		}
+	}
+
+	// The audit, once the cluster settles: every call a caller got a
+	// result for has tool.invoked and tool.completed in the stream.
+	type key struct{ turn, call string }
+	var (
+		data           [][]byte
+		invoked, compl map[key]int
+		missing        []faultCall
+		dups, readErrs int
+	)
+	settle := time.Now()
+	for attempt := 0; ; attempt++ {
+		data, invoked, compl, missing, dups = nil, map[key]int{}, map[key]int{}, nil, 0
+		ids := map[string]int{}
+		rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := audit.ReadAll(rctx, auditorNC, audit.TailOptions{Prefix: "sharedos", Stream: "SHAREDOS_AUDIT"}, func(d []byte, ev *audit.Event) error {
+			data = append(data, d)
+			id := ev.ID
+			if id == "" { // a checkpoint: no id; the same bytes twice would be a duplicate
+				id = string(d)
+			}
+			if ids[id]++; ids[id] == 2 {
+				dups++
+				if attempt == 0 {
+					t.Logf("stored twice: %s", d)
+				}
+			}
+			if ev.Call != nil {
+				switch ev.Type {
+				case audit.ToolInvoked:
+					invoked[key{ev.TurnID, ev.Call.ID}]++
+				case audit.ToolCompleted:
+					compl[key{ev.TurnID, ev.Call.ID}]++
+				}
+			}
+			return nil
+		})
+		cancel()
+		if err == nil {
+			for _, c := range calls {
+				if (c.code == "" || c.code == "tool_error") && (invoked[key{c.turn, c.callID}] == 0 || compl[key{c.turn, c.callID}] == 0) {
+					missing = append(missing, c)
+				}
+			}
+			if len(missing) == 0 {
+				break
+			}
+		}
+		if err != nil {
+			readErrs++
+			t.Logf("reading the audit through %s at +%v after the load: %v", pc.ids[survivors[0]], time.Since(settle).Round(time.Millisecond), err)
+		}
+		if time.Since(settle) > 90*time.Second {
+			if err != nil {
+				t.Fatalf("reading the audit through %s: %v", pc.ids[survivors[0]], err)
+			}
+			break
+		}
+		time.Sleep(time.Second)
+	}
+	settled := time.Since(settle)
+	var neverAnswered int
+	for k := range invoked {
+		if compl[k] == 0 {
+			neverAnswered++
+		}
+	}
+	rep := audit.Verify(data, true)
+	if !rep.OK() {
+		t.Errorf("the trail does not verify: %+v", rep)
+	}
+	for _, c := range missing {
+		t.Errorf("acked but not in the audit: %s call %s on %s (invoked %d, completed %d)", c.turn, c.callID, c.node,
+			invoked[key{c.turn, c.callID}], compl[key{c.turn, c.callID}])
+	}
+	if dups > 0 {
+		t.Errorf("%d records stored twice", dups)
+	}
+	if victimAfterKill == 0 {
+		t.Errorf("no call on the killed node's turns after the kill (of %d on its turns): the fault was not exercised", victimCalls)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	t.Logf("FIGURES kill -9 of %s (not the audit leader) under load: %v load, %d workers on 4 connections to the survivors' servers, caller deadline %v",
+		pc.ids[victim], load, workers, callTimeout)
+	t.Logf("FIGURES (the load runs %v before the kill and %v after)", load, load+callTimeout)
+	t.Logf("FIGURES calls %d: ok %d, refused/failed %v; on the killed node's turns %d (%d answered after the kill); failed on the survivors' turns %d",
+		len(calls), ok, byCode, victimCalls, victimAfterKill, survivorFail)
+	t.Logf("FIGURES longest answer %v (deadline %v), calls answered past deadline+2s %d; longest refusal window (a caller's failed call to its next success) %v",
+		longestAnswer.Round(time.Millisecond), callTimeout, hung, window.Round(time.Millisecond))
+	t.Logf("FIGURES the killed node's callers: in flight at the kill, deadline_exceeded at their deadline; called after, refused in at most %v", promptRefusal.Round(time.Microsecond))
+	t.Logf("FIGURES opens %v", opens)
+	t.Logf("FIGURES audit complete and readable through %s %v after the load ended (%d reads failed before)", pc.ids[survivors[0]], settled.Round(time.Millisecond), readErrs)
+	t.Logf("FIGURES audit: %d records, acked-lost %d, duplicates %d, calls allowed but never answered (tool.invoked without tool.completed) %d, verify ok=%v (%d turns, %d closed, %d checkpoints)",
+		len(data), len(missing), dups, neverAnswered, rep.OK(), rep.Turns, rep.Closed, rep.Checkpoints)
+}
