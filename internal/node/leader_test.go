@@ -1,0 +1,214 @@
+package node_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sharedos/sharedos/client"
+	"github.com/sharedos/sharedos/internal/audit"
+	"github.com/sharedos/sharedos/internal/node"
+	"github.com/sharedos/sharedos/reason"
+)
+
+// leaderLoad runs calls on turns of the given nodes, each worker on its
+// own connection and turn (a new turn before the step ceiling), until
+// stop. It records every call answered and every refusal.
+type leaderLoad struct {
+	mu       sync.Mutex
+	answered map[string]bool // "turn/call" of calls whose result a caller received
+	refused  map[reason.Code]int
+	other    []error
+	// victim is the node stopped under load; its turns' callers may be
+	// answered node_unavailable, turn_not_found or turn_closed.
+	victim       string
+	victimRefuse map[reason.Code]int
+	// gaps: the longest time a worker waited between two answered calls.
+	longest time.Duration
+}
+
+func (l *leaderLoad) run(t *testing.T, n *node.Node, stop <-chan struct{}, wg *sync.WaitGroup) {
+	c := client.New(connectAs(t, n, "runtime"), nil)
+	wg.Go(func() {
+		last := time.Now()
+		for {
+			tr, err := c.Open(context.Background(), client.Access{Tenant: "acme", Principal: "ada", Namespaces: []string{"text"}})
+			if err != nil {
+				l.note(err, "")
+				select {
+				case <-stop:
+					return
+				case <-time.After(50 * time.Millisecond):
+					continue
+				}
+			}
+			for range 60 {
+				select {
+				case <-stop:
+					_ = tr.Close(context.Background())
+					return
+				default:
+				}
+				cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				res, err := tr.Invoke(cctx, "text_stats", []byte(`{"text":"a b"}`))
+				cancel()
+				if err != nil {
+					l.note(err, tr.Handle.Node)
+					break // the turn may have failed closed: take a new one
+				}
+				now := time.Now()
+				l.mu.Lock()
+				l.answered[tr.Handle.TurnID+"/"+res.CallID] = true
+				l.longest = max(l.longest, now.Sub(last))
+				l.mu.Unlock()
+				last = now
+			}
+			_ = tr.Close(context.Background())
+		}
+	})
+}
+
+func (l *leaderLoad) note(err error, turnNode string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var re *reason.Error
+	if errors.As(err, &re) {
+		if turnNode != "" && turnNode == l.victim {
+			l.victimRefuse[re.Code]++
+			return
+		}
+		l.refused[re.Code]++
+		return
+	}
+	l.other = append(l.other, err)
+}
+
+// The audit stream's leader changes under load — stepped down twice, then
+// the server that leads it stopped with its node: publishes are retried
+// within the call's deadline, so no call on the surviving nodes is refused
+// audit_unavailable, and every call a caller saw answered has its
+// tool.invoked and tool.completed in the stream.
+func TestAuditLeaderLossUnderLoad(t *testing.T) {
+	cfg := clusterConfig(t, 3)
+	nodes := startCluster(t, cfg)
+	admin := connectAs(t, nodes[0], "node")
+	js, err := jetstream.New(admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaderOf := func() string {
+		s, err := js.Stream(ctx(t), cfg.Audit.Stream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cl := s.CachedInfo().Cluster; cl != nil {
+			return cl.Leader
+		}
+		return ""
+	}
+	stepDown := func() {
+		t.Helper()
+		before := leaderOf()
+		if _, err := admin.Request("$JS.API.STREAM.LEADER.STEPDOWN."+cfg.Audit.Stream, nil, 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		for deadline := time.Now().Add(20 * time.Second); ; {
+			if l := leaderOf(); l != "" && l != before {
+				t.Logf("stream leader %s → %s", before, l)
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("no new stream leader")
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+
+	// The load's clients are on two nodes' servers (their opens land on
+	// any node); the third node, the victim, is stopped at the end, while
+	// its server leads the stream.
+	const victim = 2
+	victimServer := "sharedos-" + nodes[victim].Kernel().Node()
+	load := &leaderLoad{answered: map[string]bool{}, refused: map[reason.Code]int{},
+		victim: nodes[victim].Kernel().Node(), victimRefuse: map[reason.Code]int{}}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for _, n := range nodes[:victim] {
+		for range 3 {
+			load.run(t, n, stop, &wg)
+		}
+	}
+	time.Sleep(time.Second)
+	stepDown()
+	time.Sleep(time.Second)
+	stepDown()
+	time.Sleep(time.Second)
+	for try := 0; leaderOf() != victimServer && try < 6; try++ {
+		stepDown()
+	}
+	t.Logf("stopping %s (stream leader %s)", nodes[victim].Kernel().Node(), leaderOf())
+	if err := nodes[victim].Shutdown(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second)
+	close(stop)
+	wg.Wait()
+
+	load.mu.Lock()
+	defer load.mu.Unlock()
+	t.Logf("answered %d calls; refusals %v (of the stopped node's turns: %v); other errors %d; longest wait between a worker's answered calls %v",
+		len(load.answered), load.refused, load.victimRefuse, len(load.other), load.longest)
+	if load.refused[reason.AuditUnavailable] > 0 {
+		t.Errorf("%d calls refused audit_unavailable while the stream's leader changed", load.refused[reason.AuditUnavailable])
+	}
+	// Calls on the surviving nodes' turns are never refused; the stopped
+	// node's turns' callers are told so.
+	for code, n := range load.refused {
+		t.Errorf("%d calls on surviving nodes' turns refused %s", n, code)
+	}
+	for code, n := range load.victimRefuse {
+		if code != reason.NodeUnavailable && code != reason.TurnNotFound && code != reason.TurnClosed {
+			t.Errorf("%d calls on the stopped node's turns refused %s", n, code)
+		}
+	}
+	if len(load.other) > 0 {
+		t.Errorf("%d calls failed: %v", len(load.other), load.other[0])
+	}
+	if len(load.answered) == 0 {
+		t.Fatal("no call answered")
+	}
+
+	// Every answered call is in the stream, invoked and completed.
+	survivor := nodes[0]
+	data, evs := readAll(t, connectAs(t, survivor, "auditor"))
+	invoked, completed := map[string]bool{}, map[string]bool{}
+	for _, ev := range evs {
+		if ev.Call == nil {
+			continue
+		}
+		key := ev.TurnID + "/" + ev.Call.ID
+		switch ev.Type {
+		case audit.ToolInvoked:
+			invoked[key] = true
+		case audit.ToolCompleted:
+			completed[key] = true
+		}
+	}
+	var lost []string
+	for key := range load.answered {
+		if !invoked[key] || !completed[key] {
+			lost = append(lost, key)
+		}
+	}
+	if len(lost) > 0 {
+		t.Fatalf("%d answered calls without their records, e.g. %v", len(lost), lost[:min(3, len(lost))])
+	}
+	if rep := audit.Verify(data, true); !rep.OK() {
+		t.Fatalf("verify: %s", fmt.Sprint(rep.Violations))
+	}
+}
