@@ -15,6 +15,6 @@ func TestMain(m *testing.M) {
 }
 
 func TestConformance(t *testing.T) {
-	tab := conformance.RunTable(t, []conformance.Column{conformance.InProcess, conformance.NATS, conformance.RemoteProvider, conformance.MCPProvider, conformance.MCP})
+	tab := conformance.RunTable(t, []conformance.Column{conformance.InProcess, conformance.NATS, conformance.RemoteProvider, conformance.MCPProvider, conformance.MCP, conformance.Cluster})
 	t.Cleanup(func() { tab.Print(os.Stdout) })
 }

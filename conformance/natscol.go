@@ -13,7 +13,6 @@ import (
 	"github.com/sharedos/sharedos/authority"
 	"github.com/sharedos/sharedos/catalog"
 	"github.com/sharedos/sharedos/client"
-	"github.com/sharedos/sharedos/internal/natsfront"
 	"github.com/sharedos/sharedos/internal/providers"
 	"github.com/sharedos/sharedos/messages"
 )
@@ -33,21 +32,7 @@ var NATS = Column{
 // returns a driver that reaches it through the Go client as acme's
 // runtime.
 func serveOverNATS(t testing.TB, b *Bus, opts actors.Options) Driver {
-	k, err := actors.New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	front, err := natsfront.Serve(b.Connect(t, "node"), k, natsfront.Options{Logger: opts.Logger,
-		Identities: b.Identities(), TrustUnstamped: true, NoTenantBinding: opts.Switches.NoTenantBinding})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = front.Stop(context.Background())
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = k.Shutdown(ctx)
-	})
+	serveKernel(t, b, b.Connect(t, "node"), opts)
 	return &busDriver{ClientDriver: &ClientDriver{C: clientFor(b.Connect(t, AcmeRuntime))}, t: t, bus: b}
 }
 
@@ -59,6 +44,24 @@ type ClientDriver struct {
 	C     *client.Client
 	mu    sync.Mutex
 	nodes map[string]string
+}
+
+// remember records turn's node, as if this driver had opened it (a
+// runtime handed the turn's handle).
+func (d *ClientDriver) remember(turn, node string) {
+	d.mu.Lock()
+	if d.nodes == nil {
+		d.nodes = map[string]string{}
+	}
+	d.nodes[turn] = node
+	d.mu.Unlock()
+}
+
+// nodeOf is the node of a turn this driver opened or remembers.
+func (d *ClientDriver) nodeOf(turn string) string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.nodes[turn]
 }
 
 func (d *ClientDriver) turn(a authority.AccessContext) *client.Turn {

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/sharedos/sharedos/actors"
 	"github.com/sharedos/sharedos/catalog"
 	"github.com/sharedos/sharedos/internal/providers"
@@ -27,33 +29,49 @@ var RemoteProvider = Column{
 			ids = append(ids, p.ID())
 		}
 		b := StartBus(t, ids...)
-		nc := b.Connect(t, "node")
-		// The node signs every call; the providers trust only its key.
-		_, key, err := ed25519.GenerateKey(rand.Reader)
+		key := serveRemoteProviders(t, b, opts, func(int) int { return 0 })
+		opts.Providers = remoteProxies(b.Connect(t, "node"), opts, key)
+		return serveOverNATS(t, b, opts)
+	},
+}
+
+// serveRemoteProviders serves each of opts' fixture providers over b
+// through the provider SDK (provider i on server at(i)) and returns the
+// node's signing key: the providers trust only it (or, with the row's
+// grant check switched off, take unsigned requests).
+func serveRemoteProviders(t testing.TB, b *Bus, opts actors.Options, at func(i int) int) ed25519.PrivateKey {
+	t.Helper()
+	_, key, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	trusted := []ed25519.PublicKey{key.Public().(ed25519.PublicKey)}
+	for i, p := range opts.Providers {
+		m, ok := p.(*providers.Memory)
+		if !ok {
+			t.Fatalf("provider %s is not a fixture provider", p.ID())
+		}
+		popts := &provider.Options{TTL: time.Hour, TrustedKeys: trusted}
+		if opts.Switches.NoGrantCheck {
+			popts = &provider.Options{TTL: time.Hour, InsecureUnsigned: true}
+		}
+		h, err := provider.Serve(b.ConnectTo(t, at(i), "provider-"+m.ID()), m.ID(), MemoryProvider{M: m}, popts)
 		if err != nil {
 			t.Fatal(err)
 		}
-		trusted := []ed25519.PublicKey{key.Public().(ed25519.PublicKey)}
-		var remote []providers.ContextToolProvider
-		for _, p := range opts.Providers {
-			m, ok := p.(*providers.Memory)
-			if !ok {
-				t.Fatalf("remote-provider column: provider %s is not a fixture provider", p.ID())
-			}
-			popts := &provider.Options{TTL: time.Hour, TrustedKeys: trusted}
-			if opts.Switches.NoGrantCheck {
-				popts = &provider.Options{TTL: time.Hour, InsecureUnsigned: true}
-			}
-			h, err := provider.Serve(b.Connect(t, "provider-"+m.ID()), m.ID(), MemoryProvider{M: m}, popts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = h.Stop(context.Background()) })
-			remote = append(remote, providers.NewRemote(nc, m.ID(), "sharedos", providers.WithLogger(opts.Logger), providers.WithSigner(key)))
-		}
-		opts.Providers = remote
-		return serveOverNATS(t, b, opts)
-	},
+		t.Cleanup(func() { _ = h.Stop(context.Background()) })
+	}
+	return key
+}
+
+// remoteProxies are a node's proxies (on its connection nc, signing
+// every call with key) for opts' providers.
+func remoteProxies(nc *nats.Conn, opts actors.Options, key ed25519.PrivateKey) []providers.ContextToolProvider {
+	remote := make([]providers.ContextToolProvider, len(opts.Providers))
+	for i, p := range opts.Providers {
+		remote[i] = providers.NewRemote(nc, p.ID(), "sharedos", providers.WithLogger(opts.Logger), providers.WithSigner(key))
+	}
+	return remote
 }
 
 // MemoryProvider serves a programmable in-memory provider through the
