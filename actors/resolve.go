@@ -90,7 +90,7 @@ func resolve(ctx context.Context, sh *shared, access authority.AccessContext) tu
 // instead of one per turn. It holds registries weakly: a catalogue no turn
 // holds any more is collected and forgotten. Safe for concurrent use.
 type registryIntern struct {
-	mu sync.Mutex
+	mu sync.RWMutex
 	m  map[string]weak.Pointer[catalog.Registry]
 }
 
@@ -101,12 +101,22 @@ func newRegistryIntern() *registryIntern {
 // share returns the registry held under r's catalogHash if it is the same
 // catalogue as r (the same tools, aliases, revisions and provider revision
 // tokens), and otherwise r, which it remembers.
+//
+// A hit — every turn after the first to resolve a catalogue — takes the
+// lock for reading only and compares outside it: turns opening at once
+// do not queue behind each other's comparisons.
 func (in *registryIntern) share(r *catalog.Registry) *catalog.Registry {
 	key := r.Hash()
+	in.mu.RLock()
+	held := in.m[key].Value()
+	in.mu.RUnlock()
+	if held != nil && sameRegistry(held, r) {
+		return held
+	}
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	if held := in.m[key].Value(); held != nil && sameRegistry(held, r) {
-		return held
+	if cur := in.m[key].Value(); cur != nil && cur != held && sameRegistry(cur, r) {
+		return cur // another turn put it there meanwhile
 	}
 	wp := weak.Make(r)
 	in.m[key] = wp
@@ -122,8 +132,8 @@ func (in *registryIntern) share(r *catalog.Registry) *catalog.Registry {
 
 // len is the number of registries held by some turn.
 func (in *registryIntern) len() int {
-	in.mu.Lock()
-	defer in.mu.Unlock()
+	in.mu.RLock()
+	defer in.mu.RUnlock()
 	n := 0
 	for _, wp := range in.m {
 		if wp.Value() != nil {
