@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -66,6 +67,10 @@ type Options struct {
 	// MaxTurns bounds the turns the front holds tokens for; mints beyond
 	// it are refused overloaded. Default 65536.
 	MaxTurns int
+	// DisableFastPath sends every request through the SDK's stateless
+	// handler, tools/call and tools/list included (fast.go): for
+	// comparing the two, and a way back should the fast path misbehave.
+	DisableFastPath bool
 	// Clock is the time tokens are checked at. Default time.Now.
 	Clock  func() time.Time
 	Logger *slog.Logger
@@ -117,6 +122,10 @@ type Front struct {
 	loopback bool
 	metaURL  string // RFC 9728 protected-resource metadata
 	handler  http.Handler
+	// sdkHandler is handler without the fast path (tests compare them).
+	sdkHandler http.Handler
+	// fastServed counts requests the fast path answered.
+	fastServed atomic.Int64
 
 	mu    sync.RWMutex
 	turns map[string]*turnEntry
@@ -174,7 +183,11 @@ func New(opts Options) (*Front, error) {
 	// Expiry is checked by verify on the front's clock; the SDK's own
 	// check (on the wall clock) is off: a TokenInfo carries no Expiration.
 	bearer := auth.RequireBearerToken(f.verify, &auth.RequireBearerTokenOptions{ResourceMetadataURL: f.metaURL, AllowMissingExpiration: true})
-	f.handler = f.checkOrigin(bearer(f.bind(rewrite(sdk))))
+	f.sdkHandler = f.checkOrigin(bearer(f.bind(rewrite(sdk))))
+	f.handler = f.sdkHandler
+	if !opts.DisableFastPath {
+		f.handler = f.checkOrigin(bearer(f.bind(rewrite(f.fast(sdk)))))
+	}
 	return f, nil
 }
 

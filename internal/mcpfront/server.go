@@ -32,7 +32,7 @@ const CodeRefused = -32000
 // kernel, so what a listing shows follows live authority and namespaces
 // at its instant, and every call is decided by the turn actor.
 func (f *Front) newServer(e *turnEntry) *mcp.Server {
-	s := mcp.NewServer(&mcp.Implementation{Name: "sharedos", Title: "SharedOS turn", Version: Version}, &mcp.ServerOptions{
+	s := mcp.NewServer(implementation, &mcp.ServerOptions{
 		// tools, and nothing else; listChanged false: the turn pins its
 		// catalogue (ADR 0026), so the list never changes under a client.
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: false}},

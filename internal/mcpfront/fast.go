@@ -1,0 +1,503 @@
+package mcpfront
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// The fast path answers the two hot methods, tools/call and tools/list,
+// without the SDK's per-request session (a throwaway ServerSession, its
+// jsonrpc2 connection and goroutines, and the SDK's JSON decoding), after
+// exactly the checks the SDK's stateless handler (go-sdk v1.8.0,
+// streamable.go) would make for the request, and answers it with the
+// bytes the SDK would write: the same handlers (Front.list, Front.call),
+// the same JSON-RPC framing (jsonrpc.EncodeMessage), the same headers and
+// statuses. It sits after the token and bind checks and inside rewrite,
+// so both paths share those. Anything it does not recognise as a plain,
+// well-formed single call it leaves to the SDK untouched (the body is put
+// back as read): initialize, server/discover, notifications, batches,
+// other methods, revisions other than the three it knows, a body over the
+// bound, any header the SDK would refuse, any _meta or params field it
+// does not know, any id it could not echo byte for byte. Equivalence is
+// tested request by request against the SDK path (fast_test.go).
+
+// fastVersions are the revisions the fast path serves (the MCP-Protocol-
+// Version header must name one): those the front is tested at.
+var fastVersions = [...]string{modernRevision, "2025-11-25", "2025-06-18"}
+
+// implementation is what the turn's server says it is (newServer), and
+// what results carry in _meta on 2026-07-28 (the SDK's annotateServerInfo).
+var implementation = &mcp.Implementation{Name: "sharedos", Title: "SharedOS turn", Version: Version}
+
+// sdkMaxDepth is the SDK's JSON nesting bound (internal/json): deeper
+// bodies are refused by it, so they are left to it.
+const sdkMaxDepth = 1000
+
+// fastRequest is a request the fast path serves, decoded.
+type fastRequest struct {
+	id     jsonrpc.ID
+	method string // "tools/call" or "tools/list"
+	name   string
+	args   json.RawMessage
+	cursor string
+	modern bool // MCP-Protocol-Version 2026-07-28
+}
+
+// fast serves what it can and passes the rest to next (the SDK handler).
+func (f *Front) fast(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if f.serveFast(w, r) {
+			f.fastServed.Add(1)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// serveFast answers r and reports true, or reports false with r as it
+// came (its body restored) for the SDK to answer.
+func (f *Front) serveFast(w http.ResponseWriter, r *http.Request) bool {
+	e, ok := r.Context().Value(entryKey{}).(*turnEntry)
+	if !ok || r.Method != http.MethodPost {
+		return false
+	}
+	// The SDK's DNS-rebinding check (a loopback listener, a Host that is
+	// not loopback: 403), its protocol-version check, and its stateless
+	// POST checks: Content-Type, Accept, no Last-Event-ID.
+	if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && la != nil && sdkIsLoopback(la.String()) && !sdkIsLoopback(r.Host) {
+		return false
+	}
+	version := r.Header.Get("Mcp-Protocol-Version")
+	known := false
+	for _, v := range fastVersions {
+		known = known || v == version
+	}
+	if !known {
+		return false
+	}
+	if ct := r.Header.Get("Content-Type"); ct != "application/json" && baseMediaType(ct) != "application/json" {
+		return false
+	}
+	if jsonOK, streamOK := streamableAccepts(r.Header.Values("Accept")); !jsonOK || !streamOK {
+		return false
+	}
+	if len(r.Header.Values("Last-Event-ID")) > 0 || r.Body == nil {
+		return false
+	}
+	body, err := f.readBody(r)
+	if err != nil {
+		return false
+	}
+	req, ok := decodeFast(body, version)
+	if !ok {
+		return false
+	}
+	if req.modern {
+		// The SDK's standard-header check (validateMcpHeaders): the
+		// method, and for tools/call the tool's name, repeated in headers.
+		// (No tool is registered on the turn's server, so no Mcp-Param-*
+		// header is checked.)
+		if r.Header.Get("Mcp-Method") != req.method || (req.method == "tools/call" && (r.Header.Get("Mcp-Name") == "" || r.Header.Get("Mcp-Name") != req.name)) {
+			return false
+		}
+	}
+	f.answerFast(w, r, e, req)
+	return true
+}
+
+// readBody reads r's body up to the bound. On any failure (too large, a
+// read error) it puts back what it read in front of the rest, with the
+// same error, so the SDK reads and answers exactly what it would have.
+func (f *Front) readBody(r *http.Request) ([]byte, error) {
+	limit := f.opts.MaxRequestBodyBytes
+	n := int64(512)
+	if r.ContentLength > 0 && r.ContentLength <= limit {
+		n = r.ContentLength + 1
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, n))
+	_, err := buf.ReadFrom(io.LimitReader(r.Body, limit+1))
+	if err == nil && int64(buf.Len()) <= limit {
+		orig := r.Body
+		r.Body = readCloser{bytes.NewReader(buf.Bytes()), orig}
+		return buf.Bytes(), nil
+	}
+	rest := io.Reader(r.Body)
+	if err != nil {
+		rest = errReader{err}
+	}
+	r.Body = readCloser{io.MultiReader(bytes.NewReader(buf.Bytes()), rest), r.Body}
+	if err == nil {
+		err = errTooLarge
+	}
+	return nil, err
+}
+
+var errTooLarge = errors.New("body over the bound")
+
+type readCloser struct {
+	io.Reader
+	io.Closer
+}
+
+type errReader struct{ err error }
+
+func (e errReader) Read([]byte) (int, error) { return 0, e.err }
+
+// decodeFast decodes body as one JSON-RPC call of tools/call or
+// tools/list in the form the fast path serves, into concrete fields (raw
+// JSON only for the arguments, which the turn actor checks against the
+// tool's schema). ok false: leave it to the SDK.
+func decodeFast(body []byte, version string) (req fastRequest, ok bool) {
+	if !utf8.Valid(body) || exceedsDepth(body, sdkMaxDepth) {
+		return req, false
+	}
+	var top [4]json.RawMessage // jsonrpc, id, method, params
+	if !objectFields(body, []string{"jsonrpc", "id", "method", "params"}, top[:], true) {
+		return req, false
+	}
+	if string(top[0]) != `"2.0"` {
+		return req, false
+	}
+	if req.id, ok = echoableID(top[1]); !ok {
+		return req, false
+	}
+	switch string(top[2]) {
+	case `"tools/call"`:
+		req.method = "tools/call"
+	case `"tools/list"`:
+		req.method = "tools/list"
+	default:
+		return req, false
+	}
+	req.modern = version == modernRevision
+	params := top[3]
+	if params == nil {
+		// tools/list may omit params (the SDK: missingParamsOK); on
+		// 2026-07-28 every call carries _meta, so the SDK refuses it.
+		return req, req.method == "tools/list" && !req.modern
+	}
+	var p [4]json.RawMessage // name, arguments, cursor, _meta
+	if !objectFields(params, []string{"name", "arguments", "cursor", "_meta"}, p[:], false) {
+		return req, false
+	}
+	if req.method == "tools/call" {
+		if p[2] != nil || !isJSONString(p[0]) || json.Unmarshal(p[0], &req.name) != nil {
+			return req, false
+		}
+		switch {
+		case p[1] == nil, string(p[1]) == "null", len(p[1]) > 0 && p[1][0] == '{':
+			req.args = p[1]
+		default:
+			return req, false
+		}
+	} else {
+		if p[0] != nil || p[1] != nil {
+			return req, false
+		}
+		if p[2] != nil {
+			if !isJSONString(p[2]) || json.Unmarshal(p[2], &req.cursor) != nil {
+				return req, false
+			}
+		}
+	}
+	if !req.modern {
+		// Before 2026-07-28 a _meta is left to the SDK (a protocolVersion
+		// in it brings the per-request rules into play).
+		return req, p[3] == nil
+	}
+	return req, modernMeta(p[3], version)
+}
+
+// modernMeta checks a 2026-07-28 call's _meta as the SDK would accept it
+// (servePOST and validateRequestMeta): protocolVersion equal to the
+// header's, clientCapabilities decoding as capabilities, clientInfo (if
+// any) as an implementation, logLevel (if any) a string; nothing else.
+func modernMeta(raw json.RawMessage, version string) bool {
+	if raw == nil {
+		return false
+	}
+	var m [4]json.RawMessage
+	if !objectFields(raw, []string{mcp.MetaKeyProtocolVersion, mcp.MetaKeyClientCapabilities, mcp.MetaKeyClientInfo, mcp.MetaKeyLogLevel}, m[:], false) {
+		return false
+	}
+	if string(m[0]) != `"`+version+`"` {
+		return false
+	}
+	if len(m[1]) == 0 || m[1][0] != '{' {
+		return false
+	}
+	var caps struct {
+		mcp.ClientCapabilities
+		Roots *mcp.RootCapabilities `json:"roots,omitempty"`
+	}
+	if !strictDecode(m[1], &caps) {
+		return false
+	}
+	if m[2] != nil {
+		var impl mcp.Implementation
+		if len(m[2]) == 0 || m[2][0] != '{' || !strictDecode(m[2], &impl) {
+			return false
+		}
+	}
+	if m[3] != nil && !isJSONString(m[3]) {
+		return false
+	}
+	return true
+}
+
+// strictDecode decodes raw into v, refusing what the SDK's case-sensitive
+// decoder might read differently: unknown fields, which include keys that
+// differ from a field's only by case.
+func strictDecode(raw json.RawMessage, v any) bool {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v) == nil
+}
+
+// objectFields reads data as one JSON object whose keys are among keys,
+// each at most once and spelled exactly (the SDK's decoder matches keys
+// case-sensitively), into out (out[i] the raw value of keys[i]). whole:
+// nothing but white space may follow the object.
+func objectFields(data []byte, keys []string, out []json.RawMessage, whole bool) bool {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return false
+	}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return false
+		}
+		k, _ := t.(string)
+		i := -1
+		for j, key := range keys {
+			if key == k {
+				i = j
+				break
+			}
+		}
+		if i < 0 || out[i] != nil {
+			return false
+		}
+		if err := dec.Decode(&out[i]); err != nil {
+			return false
+		}
+	}
+	if t, err := dec.Token(); err != nil || t != json.Delim('}') {
+		return false
+	}
+	if whole {
+		return len(bytes.TrimSpace(data[dec.InputOffset():])) == 0
+	}
+	return true
+}
+
+func isJSONString(raw json.RawMessage) bool { return len(raw) >= 2 && raw[0] == '"' }
+
+// echoableID is a request id the fast path echoes exactly as the SDK
+// would: a non-negative integer of at most 15 digits (the SDK reads ids
+// as float64) or a short string of plain characters (no escapes).
+func echoableID(raw json.RawMessage) (jsonrpc.ID, bool) {
+	s := string(raw)
+	switch {
+	case len(s) == 0:
+	case s[0] >= '0' && s[0] <= '9':
+		if len(s) > 15 || (s[0] == '0' && len(s) > 1) {
+			return jsonrpc.ID{}, false
+		}
+		var n int64
+		for i := 0; i < len(s); i++ {
+			if s[i] < '0' || s[i] > '9' {
+				return jsonrpc.ID{}, false
+			}
+			n = n*10 + int64(s[i]-'0')
+		}
+		id, err := jsonrpc.MakeID(float64(n))
+		return id, err == nil
+	case s[0] == '"' && len(s) >= 3 && len(s) <= 130 && s[len(s)-1] == '"':
+		for i := 1; i < len(s)-1; i++ {
+			c := s[i]
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.' || c == ':') {
+				return jsonrpc.ID{}, false
+			}
+		}
+		id, err := jsonrpc.MakeID(s[1 : len(s)-1])
+		return id, err == nil
+	}
+	return jsonrpc.ID{}, false
+}
+
+// answerFast answers req through the same handlers the SDK path calls,
+// and writes what the SDK's stateless handler would: JSON response mode,
+// Cache-Control and Content-Type set, the result or error as one JSON-RPC
+// response; on 2026-07-28 the server's identity in the result's _meta, a
+// listing marked resultType "complete", and -32602 answered with status
+// 400.
+func (f *Front) answerFast(w http.ResponseWriter, r *http.Request, e *turnEntry, req fastRequest) {
+	ctx := r.Context()
+	if !req.modern {
+		// As the SDK: a request before 2026-07-28 runs to its end even if
+		// the client goes away (its handler's context does not inherit the
+		// request's cancellation); on 2026-07-28 the front asks the SDK to
+		// propagate it (PropagateRequestCancellation).
+		ctx = context.WithoutCancel(ctx)
+	}
+	extra := &mcp.RequestExtra{TokenInfo: auth.TokenInfoFromContext(ctx), Header: r.Header}
+	var result []byte
+	var err error
+	if req.method == "tools/list" {
+		lr := &mcp.ListToolsRequest{Params: &mcp.ListToolsParams{Cursor: req.cursor}, Extra: extra}
+		var res *mcp.ListToolsResult
+		if res, err = f.list(ctx, e, lr); err == nil {
+			if req.modern {
+				res.ResultType = "complete"
+				annotate(&res.Meta)
+			}
+			result, err = sdkMarshal(res)
+		}
+	} else {
+		cr := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: req.name, Arguments: req.args}, Extra: extra}
+		var res *mcp.CallToolResult
+		if res, err = f.call(ctx, e, cr); err == nil {
+			if req.modern {
+				annotate(&res.Meta)
+			}
+			// (The SDK marks a CallToolResult's resultType only for its
+			// own tools' results, not for one a middleware returns: none.)
+			result, err = sdkMarshal(res)
+		}
+	}
+	resp := &jsonrpc.Response{ID: req.id, Result: result}
+	status := http.StatusOK
+	if err != nil {
+		var je *jsonrpc.Error
+		if !errors.As(err, &je) {
+			je = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
+		}
+		resp = &jsonrpc.Response{ID: req.id, Error: je}
+		if req.modern {
+			// The SDK's extractErrorStatus (SEP-2575).
+			switch je.Code {
+			case jsonrpc.CodeMethodNotFound:
+				status = http.StatusNotFound
+			case jsonrpc.CodeInvalidParams, -32022, -32021: // and UnsupportedProtocolVersion, MissingRequiredClientCapabilities
+				status = http.StatusBadRequest
+			}
+		}
+	}
+	data, err := jsonrpc.EncodeMessage(resp)
+	h := w.Header()
+	h.Set("Cache-Control", "no-cache, no-transform")
+	h.Set("Content-Type", "application/json")
+	if err != nil {
+		status, data = http.StatusInternalServerError, nil
+	}
+	if status != http.StatusOK {
+		w.WriteHeader(status)
+	}
+	_, _ = w.Write(data)
+}
+
+// annotate is the SDK's annotateServerInfo.
+func annotate(m *mcp.Meta) {
+	if *m == nil {
+		*m = mcp.Meta{}
+	}
+	if _, ok := (*m)[mcp.MetaKeyServerInfo]; !ok {
+		(*m)[mcp.MetaKeyServerInfo] = implementation
+	}
+}
+
+// sdkMarshal marshals as the SDK's jsonrpc2 does (no HTML escaping).
+func sdkMarshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+}
+
+// exceedsDepth is the SDK's checkMaxDepth (internal/json): nesting of
+// objects and arrays deeper than max, strings skipped.
+func exceedsDepth(data []byte, max int) bool {
+	depth, inString, escaped := 0, false, false
+	for _, b := range data {
+		if inString {
+			switch {
+			case escaped:
+				escaped = false
+			case b == '\\':
+				escaped = true
+			case b == '"':
+				inString = false
+			}
+			continue
+		}
+		switch b {
+		case '"':
+			inString = true
+		case '{', '[':
+			if depth++; depth > max {
+				return true
+			}
+		case '}', ']':
+			depth--
+		}
+	}
+	return false
+}
+
+// sdkIsLoopback is the SDK's util.IsLoopback.
+func sdkIsLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = strings.Trim(addr, "[]")
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
+}
+
+// streamableAccepts is the SDK's Accept check.
+func streamableAccepts(values []string) (jsonOK, streamOK bool) {
+	for _, value := range values {
+		for _, raw := range strings.Split(value, ",") {
+			base, _, _ := strings.Cut(strings.TrimSpace(raw), ";")
+			switch strings.ToLower(strings.TrimSpace(base)) {
+			case "application/json", "application/*":
+				jsonOK = true
+			case "text/event-stream", "text/*":
+				streamOK = true
+			case "*/*":
+				jsonOK, streamOK = true, true
+			}
+		}
+	}
+	return jsonOK, streamOK
+}
+
+// baseMediaType is the SDK's Content-Type check.
+func baseMediaType(value string) string {
+	mediaType, _, err := mime.ParseMediaType(value)
+	if err != nil {
+		return ""
+	}
+	return mediaType
+}
