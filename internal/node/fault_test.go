@@ -61,7 +61,8 @@ func startProcCluster(t *testing.T, bin string) *procCluster {
 	}
 	dir := t.TempDir()
 	y := strings.NewReplacer("data_dir: ./data", "data_dir: "+dir, "http: 127.0.0.1:8321", "http: off",
-		"stream: SHAREDOS_AUDIT", "stream: SHAREDOS_AUDIT\n  replicas: 3").Replace(string(b))
+		"stream: SHAREDOS_AUDIT", "stream: SHAREDOS_AUDIT\n  replicas: 3",
+		"step_ceiling: 64", "step_ceiling: 1000000").Replace(string(b)) // long-lived turns under load
 	ports := freePorts(t, 9)
 	pc := &procCluster{dir: dir, config: filepath.Join(dir, "cluster.yaml"), creds: identity.DefaultDir(dir)}
 	var sb strings.Builder
@@ -181,9 +182,10 @@ func TestFaultNodeKilledUnderLoad(t *testing.T) {
 		load = d
 	}
 	const (
-		workers      = 9               // three per node's turns at the start
+		workers      = 9               // 0-5 hold a turn (two on each node) until it fails; 6-8 rotate
+		holders      = 6               //
 		callTimeout  = 4 * time.Second // each caller's deadline
-		callsPerTurn = 25              // then the turn is closed and another opened
+		callsPerTurn = 25              // a rotating worker closes its turn then and opens another
 	)
 	t0 := time.Now()
 	bin := buildNode(t, t.TempDir())
@@ -278,13 +280,16 @@ func TestFaultNodeKilledUnderLoad(t *testing.T) {
 	for w := range workers {
 		wg.Go(func() {
 			cl := clients[w%len(clients)]
-			// Each worker starts on a turn of node w%3: the victim's
-			// turns are in flight when it dies.
+			// Each worker starts on a turn of node w%3; the holders keep
+			// theirs until it fails, so the victim's turns are in flight
+			// when it dies. (Opens are taken by a queue group, which
+			// prefers the server's own node: a turn opened through a
+			// survivor's server rarely lands on the victim by itself.)
 			tr, err := openOn(stop, cl, pc.ids[w%3])
 			ready <- struct{}{}
 			n, retried := 0, false
 			for stop.Err() == nil {
-				if err != nil || n == callsPerTurn {
+				if err != nil || (w >= holders && n == callsPerTurn) {
 					if tr != nil && err == nil {
 						cctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 						_ = tr.Close(cctx)
@@ -434,11 +439,15 @@ func TestFaultNodeKilledUnderLoad(t *testing.T) {
 		missing        []faultCall
 		dups, readErrs int
 	)
+	// A read of the whole stream takes longer the more the load wrote: each
+	// attempt is given 15s plus 1s per 2,000 calls, the whole settle four
+	// attempts and at least 90s.
+	attemptTimeout := 15*time.Second + time.Duration(len(calls)/2000)*time.Second
 	settle := time.Now()
 	for attempt := 0; ; attempt++ {
 		data, invoked, compl, missing, dups = nil, map[key]int{}, map[key]int{}, nil, 0
 		ids := map[string]int{}
-		rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		rctx, cancel := context.WithTimeout(context.Background(), attemptTimeout)
 		err := audit.ReadAll(rctx, auditorNC, audit.TailOptions{Prefix: "sharedos", Stream: "SHAREDOS_AUDIT"}, func(d []byte, ev *audit.Event) error {
 			data = append(data, d)
 			id := ev.ID
@@ -476,7 +485,7 @@ func TestFaultNodeKilledUnderLoad(t *testing.T) {
 			readErrs++
 			t.Logf("reading the audit through %s at +%v after the load: %v", pc.ids[survivors[0]], time.Since(settle).Round(time.Millisecond), err)
 		}
-		if time.Since(settle) > 90*time.Second {
+		if time.Since(settle) > max(90*time.Second, 4*attemptTimeout) {
 			if err != nil {
 				t.Fatalf("reading the audit through %s: %v", pc.ids[survivors[0]], err)
 			}
@@ -490,6 +499,10 @@ func TestFaultNodeKilledUnderLoad(t *testing.T) {
 		if compl[k] == 0 {
 			neverAnswered++
 		}
+	}
+	var recBytes int
+	for _, d := range data {
+		recBytes += len(d)
 	}
 	rep := audit.Verify(data, true)
 	if !rep.OK() {
@@ -507,8 +520,8 @@ func TestFaultNodeKilledUnderLoad(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	t.Logf("FIGURES kill -9 of %s (not the audit leader) under load: %v load, %d workers on 4 connections to the survivors' servers, caller deadline %v",
-		pc.ids[victim], load, workers, callTimeout)
+	t.Logf("FIGURES kill -9 of %s (not the audit leader) under load: %d workers on 4 connections to the survivors' servers (%d holding a turn, two on each node, %d opening a new turn every %d calls), caller deadline %v",
+		pc.ids[victim], workers, holders, workers-holders, callsPerTurn, callTimeout)
 	t.Logf("FIGURES (the load runs %v before the kill and %v after)", load, load+callTimeout)
 	t.Logf("FIGURES calls %d: ok %d, refused/failed %v; on the killed node's turns %d (%d answered after the kill); failed on the survivors' turns %d",
 		len(calls), ok, byCode, victimCalls, victimAfterKill, survivorFail)
@@ -519,4 +532,6 @@ func TestFaultNodeKilledUnderLoad(t *testing.T) {
 	t.Logf("FIGURES audit complete and readable through %s %v after the load ended (%d reads failed before)", pc.ids[survivors[0]], settled.Round(time.Millisecond), readErrs)
 	t.Logf("FIGURES audit: %d records, acked-lost %d, duplicates %d, calls allowed but never answered (tool.invoked without tool.completed) %d, verify ok=%v (%d turns, %d closed, %d checkpoints)",
 		len(data), len(missing), dups, neverAnswered, rep.OK(), rep.Turns, rep.Closed, rep.Checkpoints)
+	t.Logf("FIGURES audit size: %d bytes of records, %d per answered call (turn opens, listings and checkpoints included), on each of 3 replicas",
+		recBytes, recBytes/max(ok, 1))
 }
