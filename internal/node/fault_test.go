@@ -282,9 +282,8 @@ func TestFaultNodeKilledUnderLoad(t *testing.T) {
 			cl := clients[w%len(clients)]
 			// Each worker starts on a turn of node w%3; the holders keep
 			// theirs until it fails, so the victim's turns are in flight
-			// when it dies. (Opens are taken by a queue group, which
-			// prefers the server's own node: a turn opened through a
-			// survivor's server rarely lands on the victim by itself.)
+			// when it dies. (With rotating turns only, one run had none
+			// of its turns on the victim at the kill.)
 			tr, err := openOn(stop, cl, pc.ids[w%3])
 			ready <- struct{}{}
 			n, retried := 0, false
