@@ -49,6 +49,7 @@ const sdkMaxDepth = 1000
 // fastRequest is a request the fast path serves, decoded.
 type fastRequest struct {
 	id     jsonrpc.ID
+	rawID  []byte // as sent: what the SDK writes back for id
 	method string // "tools/call" or "tools/list"
 	name   string
 	args   json.RawMessage
@@ -161,11 +162,13 @@ func (e errReader) Read([]byte) (int, error) { return 0, e.err }
 // JSON only for the arguments, which the turn actor checks against the
 // tool's schema). ok false: leave it to the SDK.
 func decodeFast(body []byte, version string) (req fastRequest, ok bool) {
-	if !utf8.Valid(body) || exceedsDepth(body, sdkMaxDepth) {
+	// Valid JSON (one value, nothing after it), valid UTF-8, nested no
+	// deeper than the SDK allows.
+	if !json.Valid(body) || !utf8.Valid(body) || exceedsDepth(body, sdkMaxDepth) {
 		return req, false
 	}
 	var top [4]json.RawMessage // jsonrpc, id, method, params
-	if !objectFields(body, []string{"jsonrpc", "id", "method", "params"}, top[:], true) {
+	if !objectFields(body, topKeys, top[:]) {
 		return req, false
 	}
 	if string(top[0]) != `"2.0"` {
@@ -174,6 +177,7 @@ func decodeFast(body []byte, version string) (req fastRequest, ok bool) {
 	if req.id, ok = echoableID(top[1]); !ok {
 		return req, false
 	}
+	req.rawID = top[1]
 	switch string(top[2]) {
 	case `"tools/call"`:
 		req.method = "tools/call"
@@ -190,11 +194,11 @@ func decodeFast(body []byte, version string) (req fastRequest, ok bool) {
 		return req, req.method == "tools/list" && !req.modern
 	}
 	var p [4]json.RawMessage // name, arguments, cursor, _meta
-	if !objectFields(params, []string{"name", "arguments", "cursor", "_meta"}, p[:], false) {
+	if !objectFields(params, paramKeys, p[:]) {
 		return req, false
 	}
 	if req.method == "tools/call" {
-		if p[2] != nil || !isJSONString(p[0]) || json.Unmarshal(p[0], &req.name) != nil {
+		if p[2] != nil || !decodeString(p[0], &req.name) {
 			return req, false
 		}
 		switch {
@@ -208,7 +212,7 @@ func decodeFast(body []byte, version string) (req fastRequest, ok bool) {
 			return req, false
 		}
 		if p[2] != nil {
-			if !isJSONString(p[2]) || json.Unmarshal(p[2], &req.cursor) != nil {
+			if !decodeString(p[2], &req.cursor) {
 				return req, false
 			}
 		}
@@ -230,7 +234,7 @@ func modernMeta(raw json.RawMessage, version string) bool {
 		return false
 	}
 	var m [4]json.RawMessage
-	if !objectFields(raw, []string{mcp.MetaKeyProtocolVersion, mcp.MetaKeyClientCapabilities, mcp.MetaKeyClientInfo, mcp.MetaKeyLogLevel}, m[:], false) {
+	if !objectFields(raw, metaKeys, m[:]) {
 		return false
 	}
 	if string(m[0]) != `"`+version+`"` {
@@ -243,7 +247,7 @@ func modernMeta(raw json.RawMessage, version string) bool {
 		mcp.ClientCapabilities
 		Roots *mcp.RootCapabilities `json:"roots,omitempty"`
 	}
-	if !strictDecode(m[1], &caps) {
+	if string(m[1]) != "{}" && !strictDecode(m[1], &caps) {
 		return false
 	}
 	if m[2] != nil {
@@ -267,45 +271,125 @@ func strictDecode(raw json.RawMessage, v any) bool {
 	return dec.Decode(v) == nil
 }
 
-// objectFields reads data as one JSON object whose keys are among keys,
-// each at most once and spelled exactly (the SDK's decoder matches keys
-// case-sensitively), into out (out[i] the raw value of keys[i]). whole:
-// nothing but white space may follow the object.
-func objectFields(data []byte, keys []string, out []json.RawMessage, whole bool) bool {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+// objectFields reads data, valid JSON (json.Valid), as one object whose
+// keys are among keys, each at most once and spelled exactly (the SDK's
+// decoder matches keys case-sensitively; a key with an escape is left to
+// it), into out: out[i] the raw value of keys[i], a slice of data.
+func objectFields(data []byte, keys []string, out []json.RawMessage) bool {
+	i := skipSpace(data, 0)
+	if i >= len(data) || data[i] != '{' {
 		return false
 	}
-	for dec.More() {
-		t, err := dec.Token()
-		if err != nil {
+	i = skipSpace(data, i+1)
+	if i < len(data) && data[i] == '}' {
+		return true
+	}
+	for i < len(data) {
+		if data[i] != '"' {
 			return false
 		}
-		k, _ := t.(string)
-		i := -1
-		for j, key := range keys {
-			if key == k {
-				i = j
+		end := bytes.IndexByte(data[i+1:], '"')
+		if end < 0 {
+			return false
+		}
+		key := data[i+1 : i+1+end]
+		if bytes.IndexByte(key, '\\') >= 0 {
+			return false
+		}
+		k := -1
+		for j, name := range keys {
+			if name == string(key) {
+				k = j
 				break
 			}
 		}
-		if i < 0 || out[i] != nil {
+		if k < 0 || out[k] != nil {
 			return false
 		}
-		if err := dec.Decode(&out[i]); err != nil {
+		i = skipSpace(data, i+2+end)
+		if i >= len(data) || data[i] != ':' {
+			return false
+		}
+		i = skipSpace(data, i+1)
+		vend := skipValue(data, i)
+		if vend <= i {
+			return false
+		}
+		out[k] = data[i:vend]
+		i = skipSpace(data, vend)
+		if i >= len(data) {
+			return false
+		}
+		switch data[i] {
+		case ',':
+			i = skipSpace(data, i+1)
+		case '}':
+			return true
+		default:
 			return false
 		}
 	}
-	if t, err := dec.Token(); err != nil || t != json.Delim('}') {
-		return false
-	}
-	if whole {
-		return len(bytes.TrimSpace(data[dec.InputOffset():])) == 0
-	}
-	return true
+	return false
 }
 
+func skipSpace(data []byte, i int) int {
+	for i < len(data) && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipValue is the end of the (valid) JSON value starting at i.
+func skipValue(data []byte, i int) int {
+	depth := 0
+	for ; i < len(data); i++ {
+		switch c := data[i]; c {
+		case '"':
+			for i++; i < len(data) && data[i] != '"'; i++ {
+				if data[i] == '\\' {
+					i++
+				}
+			}
+			if depth == 0 {
+				return i + 1
+			}
+		case '{', '[':
+			depth++
+		case '}', ']':
+			if depth--; depth == 0 {
+				return i + 1
+			}
+			if depth < 0 {
+				return i
+			}
+		case ',', ' ', '\t', '\n', '\r', ':':
+			if depth == 0 {
+				return i
+			}
+		}
+	}
+	return i
+}
+
+var (
+	topKeys   = []string{"jsonrpc", "id", "method", "params"}
+	paramKeys = []string{"name", "arguments", "cursor", "_meta"}
+	metaKeys  = []string{mcp.MetaKeyProtocolVersion, mcp.MetaKeyClientCapabilities, mcp.MetaKeyClientInfo, mcp.MetaKeyLogLevel}
+)
+
 func isJSONString(raw json.RawMessage) bool { return len(raw) >= 2 && raw[0] == '"' }
+
+// decodeString decodes a JSON string (valid JSON already) into s.
+func decodeString(raw json.RawMessage, s *string) bool {
+	if !isJSONString(raw) {
+		return false
+	}
+	if bytes.IndexByte(raw, '\\') < 0 {
+		*s = string(raw[1 : len(raw)-1])
+		return true
+	}
+	return json.Unmarshal(raw, s) == nil
+}
 
 // echoableID is a request id the fast path echoes exactly as the SDK
 // would: a non-negative integer of at most 15 digits (the SDK reads ids
@@ -398,7 +482,18 @@ func (f *Front) answerFast(w http.ResponseWriter, r *http.Request, e *turnEntry,
 			}
 		}
 	}
-	data, err := jsonrpc.EncodeMessage(resp)
+	var data []byte
+	if err == nil {
+		// jsonrpc.EncodeMessage's bytes for a result, without re-encoding
+		// it: the id as sent (echoableID), the result already compact.
+		data = make([]byte, 0, len(result)+len(req.rawID)+32)
+		data = append(data, `{"jsonrpc":"2.0","id":`...)
+		data = append(data, req.rawID...)
+		data = append(data, `,"result":`...)
+		data = append(append(data, result...), '}')
+	} else {
+		data, err = jsonrpc.EncodeMessage(resp)
+	}
 	h := w.Header()
 	h.Set("Cache-Control", "no-cache, no-transform")
 	h.Set("Content-Type", "application/json")
