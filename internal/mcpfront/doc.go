@@ -27,4 +27,10 @@
 // Refusal {code, message}; a name the turn never had is JSON-RPC -32602.
 // The server declares tools only, with listChanged false: the turn pins
 // its catalogue (ADR 0026).
+//
+// tools/call and tools/list usually skip the SDK's per-request session:
+// a request that passes exactly the checks the SDK's stateless handler
+// would make is answered by the same handlers directly, in the bytes the
+// SDK would write (fast.go; Options.DisableFastPath turns it off); every
+// other request goes to the SDK.
 package mcpfront

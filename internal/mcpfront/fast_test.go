@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -250,6 +251,17 @@ func TestFastPathStepCeilingAndClosedTurn(t *testing.T) {
 }
 
 func equivalent(t *testing.T, ceiling int, cases []fcase) {
+	_ = equivalentWith(t, ceiling, cases, true)
+}
+
+// equivalentAnyPath compares the paths without asking which answered.
+func equivalentAnyPath(t *testing.T, cases []fcase) int64 {
+	return equivalentWith(t, 100000, cases, false)
+}
+
+// equivalentWith sends each case down both paths and compares the
+// answers; it returns how many the fast path answered.
+func equivalentWith(t *testing.T, ceiling int, cases []fcase, checkFast bool) int64 {
 	e := newEnv(t, func(o *actors.Options) { o.StepCeiling = ceiling }, func(o *mcpfront.Options) { o.MaxRequestBodyBytes = 16 << 10 })
 	sdk := httptest.NewServer(mcpfront.SDKHandler(e.front))
 	t.Cleanup(sdk.Close)
@@ -258,7 +270,7 @@ func equivalent(t *testing.T, ceiling int, cases []fcase) {
 	for _, c := range cases {
 		before := mcpfront.FastServed(e.front)
 		fa := send(t, e.url, fastTok.Token, fastWho.TurnID, c)
-		if served := mcpfront.FastServed(e.front) - before; served != map[bool]int64{true: 1, false: 0}[c.fast] {
+		if served := mcpfront.FastServed(e.front) - before; checkFast && served != map[bool]int64{true: 1, false: 0}[c.fast] {
 			t.Errorf("%s: the fast path answered %d (want fast=%v)", c.name, served, c.fast)
 		}
 		sa := send(t, sdk.URL+mcpfront.Path, sdkTok.Token, sdkWho.TurnID, c)
@@ -270,8 +282,10 @@ func equivalent(t *testing.T, ceiling int, cases []fcase) {
 			t.Fatal(err)
 		}
 	}
+	served := mcpfront.FastServed(e.front)
 	c := fcase{name: "closed", version: "2025-11-25", body: call("9", acme)}
 	compareAnswers(t, c.name, send(t, e.url, fastTok.Token, fastWho.TurnID, c), send(t, sdk.URL+mcpfront.Path, sdkTok.Token, sdkWho.TurnID, c))
+	return served
 }
 
 func compareAnswers(t *testing.T, name string, fa, sa answer) {
@@ -327,5 +341,72 @@ func TestOfficialClientTakesTheFastPath(t *testing.T) {
 				t.Fatalf("the fast path answered %d of a listing and a call", got)
 			}
 		})
+	}
+}
+
+// Mutated requests (headers from a menu, bodies with bytes deleted,
+// doubled, swapped or changed in case) are answered alike by both paths.
+func TestFastPathAnswersMutationsAsTheSDK(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 11))
+	pick := func(xs ...string) string { return xs[rng.IntN(len(xs))] }
+	// often is usually the first (the request as a client sends it).
+	often := func(xs ...string) string {
+		if rng.IntN(4) > 0 {
+			return xs[0]
+		}
+		return pick(xs...)
+	}
+	type tmpl struct{ body, method, name string }
+	bodies := []tmpl{
+		{call("1", acme), "tools/call", "notion_search"},
+		{call(`"x-1"`, `{"workspace":"globex","query":"q"}`), "tools/call", "notion_search"},
+		{`{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{}}`, "tools/list", ""},
+		{`{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{"cursor":"notes_put"}}`, "tools/list", ""},
+		{modernCall("notion_search", acme), "tools/call", "notion_search"},
+		{modernCall("shell_exec", `{}`), "tools/call", "shell_exec"},
+		{`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":` + meta + `}}`, "tools/list", ""},
+	}
+	var cs []fcase
+	for i := range 300 {
+		tm := bodies[rng.IntN(len(bodies))]
+		b := []byte(tm.body)
+		for range rng.IntN(3) {
+			j := rng.IntN(len(b))
+			switch rng.IntN(5) {
+			case 0:
+				b = append(b[:j:j], b[j+1:]...)
+			case 1:
+				b = append(b[:j+1:j+1], b[j:]...)
+			case 2:
+				k := rng.IntN(len(b))
+				b[j], b[k] = b[k], b[j]
+			case 3:
+				b = append(b[:j:j], append([]byte(" \n"), b[j:]...)...)
+			case 4:
+				if c := b[j]; c >= 'a' && c <= 'z' {
+					b[j] = c - 32
+				}
+			}
+		}
+		modern := strings.Contains(tm.body, "_meta")
+		h := map[string]string{}
+		version := often("2025-11-25", "2025-06-18", "2025-03-26", "-", "2026-07-28")
+		if modern {
+			version = often("2026-07-28", "2025-11-25", "-")
+			if m := often(tm.method, "", "tools/list", "x"); m != "" {
+				h["Mcp-Method"] = m
+			}
+			if n := often(tm.name, "", "notes_put"); n != "" {
+				h["Mcp-Name"] = n
+			}
+		}
+		h["Accept"] = often("application/json, text/event-stream", "*/*", "application/json", "text/event-stream;q=1, application/*")
+		h["Content-Type"] = often("application/json", "application/json;charset=utf-8", "text/json", "")
+		cs = append(cs, fcase{name: fmt.Sprintf("mutation %d: %q %s %v", i, b, version, h), version: version, header: h, body: string(b)})
+	}
+	if served := equivalentAnyPath(t, cs); served < 30 {
+		t.Fatalf("the fast path answered only %d of %d mutations: the test does not exercise it", served, len(cs))
+	} else {
+		t.Logf("the fast path answered %d of %d", served, len(cs))
 	}
 }
