@@ -688,11 +688,13 @@ func (c *Checkpointer) Checkpoint(ctx context.Context) ([][]byte, error) {
 	if len(c.pending) == 0 {
 		c.mu.Lock()
 		heads, events := c.heads, c.events
-		if len(heads) > 0 {
-			c.heads = make(map[string]*TurnHead, len(heads))
+		n := len(heads)
+		if n > 0 {
+			c.heads = make(map[string]*TurnHead, n)
 		}
 		c.mu.Unlock()
-		if len(heads) == 0 {
+		if n == 0 {
+			// (heads is still c.heads, which Emit writes: not read here.)
 			return nil, nil
 		}
 		if c.flush != nil {
