@@ -20,6 +20,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
+	"github.com/nats-io/nats.go"
 
 	"github.com/sharedos/sharedos/actors"
 	"github.com/sharedos/sharedos/authority"
@@ -71,6 +72,13 @@ type Options struct {
 	// handler, tools/call and tools/list included (fast.go): for
 	// comparing the two, and a way back should the fast path misbehave.
 	DisableFastPath bool
+	// Bus, when set, is the node's NATS connection: a request whose
+	// token names another node is forwarded to it there, and ServeBus
+	// serves the requests other nodes forward here (forward.go). Nil:
+	// such a request is refused 403.
+	Bus *nats.Conn
+	// BusPrefix is the subjects' prefix (nats.prefix).
+	BusPrefix string
 	// Clock is the time tokens are checked at. Default time.Now.
 	Clock  func() time.Time
 	Logger *slog.Logger
@@ -126,6 +134,14 @@ type Front struct {
 	sdkHandler http.Handler
 	// fastServed counts requests the fast path answered.
 	fastServed atomic.Int64
+
+	// sdk is the SDK's stateless handler; bearer the token check.
+	sdk    http.Handler
+	bearer func(http.Handler) http.Handler
+	// busHandler serves requests forwarded by other nodes (forward.go).
+	busHandler http.Handler
+	fwdSlots   chan struct{}
+	sub        *nats.Subscription
 
 	mu    sync.RWMutex
 	turns map[string]*turnEntry
@@ -183,6 +199,7 @@ func New(opts Options) (*Front, error) {
 	// Expiry is checked by verify on the front's clock; the SDK's own
 	// check (on the wall clock) is off: a TokenInfo carries no Expiration.
 	bearer := auth.RequireBearerToken(f.verify, &auth.RequireBearerTokenOptions{ResourceMetadataURL: f.metaURL, AllowMissingExpiration: true})
+	f.sdk, f.bearer = sdk, bearer
 	f.sdkHandler = f.checkOrigin(bearer(f.bind(rewrite(sdk))))
 	f.handler = f.sdkHandler
 	if !opts.DisableFastPath {
@@ -312,8 +329,10 @@ func (f *Front) Turns() int {
 type claimsKey struct{}
 type entryKey struct{}
 
-// verify is the auth.TokenVerifier: signature, expiry, audience.
-func (f *Front) verify(_ context.Context, tok string, _ *http.Request) (*auth.TokenInfo, error) {
+// verify is the auth.TokenVerifier: signature, expiry, audience. The
+// audience of a token another node minted is its node's endpoint: that
+// node checks it when the request is forwarded there.
+func (f *Front) verify(_ context.Context, tok string, r *http.Request) (*auth.TokenInfo, error) {
 	f.vmu.RLock()
 	c := f.verified[tok]
 	f.vmu.RUnlock()
@@ -329,7 +348,11 @@ func (f *Front) verify(_ context.Context, tok string, _ *http.Request) (*auth.To
 		f.verified[tok] = c
 		f.vmu.Unlock()
 	}
-	if err := checkClaims(c, f.opts.URL, f.opts.Clock()); err != nil {
+	aud := f.opts.URL
+	if r != nil && f.forwards(c, r) {
+		aud = c.Audience
+	}
+	if err := checkClaims(c, aud, f.opts.Clock()); err != nil {
 		return nil, err
 	}
 	return &auth.TokenInfo{UserID: c.Tenant + "/" + c.Principal, Extra: map[string]any{"claims": c}}, nil
@@ -366,6 +389,10 @@ func (f *Front) bind(next http.Handler) http.Handler {
 			f.forbid(w, r, reason.Internal, "no execution token claims")
 			return
 		}
+		if f.forwards(c, r) {
+			f.forward(w, r, c)
+			return
+		}
 		f.mu.RLock()
 		e := f.turns[c.Turn]
 		var closed, issued bool
@@ -377,7 +404,7 @@ func (f *Front) bind(next http.Handler) http.Handler {
 		}
 		f.mu.RUnlock()
 		switch {
-		case e == nil && c.Node != f.k.Node():
+		case c.Node != f.k.Node():
 			f.forbid(w, r, reason.TurnNotFound, "turn %s is served by node %s, not %s", c.Turn, c.Node, f.k.Node())
 		case e == nil:
 			f.forbid(w, r, reason.TurnNotFound, "no open turn %s on node %s (closed, or its tokens expired)", c.Turn, c.Node)

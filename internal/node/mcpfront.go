@@ -27,7 +27,9 @@ func (n *Node) watchTurns(next audit.Sink) audit.Sink {
 
 // serveMCP mounts the MCP front on the HTTP listener's mux. Its URL (every
 // token's audience) is the listener's address, loopback when it listens
-// on every interface.
+// on every interface. It also serves, on the bus, the requests other
+// nodes' fronts forward to this node's turns (mcpfront.ForwardSubject):
+// any node's /mcp serves any turn of the cluster.
 func (n *Node) serveMCP(mux *http.ServeMux, addr net.Addr) error {
 	host, port, err := net.SplitHostPort(addr.String())
 	if err != nil {
@@ -38,8 +40,12 @@ func (n *Node) serveMCP(mux *http.ServeMux, addr net.Addr) error {
 	}
 	f, err := mcpfront.New(mcpfront.Options{
 		Kernel: n.kernel, Key: n.key, URL: "http://" + net.JoinHostPort(host, port) + mcpfront.Path, Logger: n.log,
+		Bus: n.nc, BusPrefix: n.cfg.NATS.Prefix,
 	})
 	if err != nil {
+		return fmt.Errorf("node: mcp front: %w", err)
+	}
+	if err := f.ServeBus(); err != nil {
 		return fmt.Errorf("node: mcp front: %w", err)
 	}
 	f.Mount(mux)

@@ -524,6 +524,9 @@ func (n *Node) Shutdown(ctx context.Context) error {
 		if n.front != nil {
 			errs = append(errs, n.front.Stop(ctx))
 		}
+		if n.mcpFront != nil {
+			errs = append(errs, n.mcpFront.Close())
+		}
 		if n.kernel != nil {
 			errs = append(errs, n.kernel.Shutdown(ctx))
 		}
