@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
@@ -156,17 +157,9 @@ func (c *conn) auth() ([]nats.Option, error) {
 		file, from = os.Getenv("SHAREDOS_CREDS"), "$SHAREDOS_CREDS"
 	}
 	if file == "" {
-		dir := c.credsDir
-		if dir == "" {
-			dir = identity.DefaultDir("./data")
-		}
-		file = identity.SeedFile(dir, c.as)
-		if _, err := os.Stat(file); err != nil {
-			return nil, nil
-		}
 		from = "the node's generated seed for " + c.as
 	}
-	opts, err := identity.CredentialOptions(file)
+	opts, err := identity.Credentials(file, identity.SeedFile(cmp.Or(c.credsDir, identity.DefaultDir("./data")), c.as))
 	if err != nil {
 		return nil, fmt.Errorf("credentials (%s): %w", from, err)
 	}

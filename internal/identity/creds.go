@@ -146,3 +146,16 @@ func CredentialOptions(file string) ([]nats.Option, error) {
 	}
 	return ConnectOptions(file)
 }
+
+// Credentials are the options to connect with: those of file when it is
+// given, else of the seed generated (by a local node) if it is there,
+// else none — a bus without authentication.
+func Credentials(file, generated string) ([]nats.Option, error) {
+	if file == "" {
+		if _, err := os.Stat(generated); err != nil {
+			return nil, nil
+		}
+		file = generated
+	}
+	return CredentialOptions(file)
+}

@@ -141,3 +141,22 @@ func TestSeedFiles(t *testing.T) {
 		t.Fatal(identity.NameOfSeedFile(path))
 	}
 }
+
+// Credentials: a file given is used (and must be good); without one, the
+// generated seed if it is there; else none (an unauthenticated bus).
+func TestCredentials(t *testing.T) {
+	dir := t.TempDir()
+	seed := identity.SeedFile(dir, "rt")
+	if opts, err := identity.Credentials("", seed); err != nil || opts != nil {
+		t.Fatalf("no file, no seed: %v %v", opts, err)
+	}
+	if _, err := identity.LoadOrCreateSeed(seed); err != nil {
+		t.Fatal(err)
+	}
+	if opts, err := identity.Credentials("", seed); err != nil || len(opts) == 0 {
+		t.Fatalf("the generated seed: %v %v", opts, err)
+	}
+	if _, err := identity.Credentials(filepath.Join(dir, "missing.nk"), seed); err == nil {
+		t.Fatal("a named file that does not exist fell back to the generated seed")
+	}
+}

@@ -1,4 +1,4 @@
-package main
+package providerproc
 
 import (
 	"crypto/ed25519"
@@ -15,7 +15,7 @@ import (
 // to start unless --insecure-unsigned).
 func TestTrustedKeys(t *testing.T) {
 	dir := t.TempDir()
-	if _, _, err := trustedKeys("", "", dir); err == nil {
+	if _, _, err := TrustedKeys("", "", dir); err == nil {
 		t.Fatal("no keys anywhere, and no error")
 	}
 	key, err := audit.LoadOrCreateKey(audit.DefaultKeyFile(dir))
@@ -23,7 +23,7 @@ func TestTrustedKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	pub := key.Public().(ed25519.PublicKey)
-	keys, from, err := trustedKeys("", "", dir)
+	keys, from, err := TrustedKeys("", "", dir)
 	if err != nil || len(keys) != 1 || !keys[0].Equal(pub) || from != audit.DefaultKeyFile(dir) {
 		t.Fatalf("from the data dir: %v %s %v", keys, from, err)
 	}
@@ -33,12 +33,12 @@ func TestTrustedKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, args := range [][2]string{{file, ""}, {"", file}} {
-		keys, _, err = trustedKeys(args[0], args[1], dir)
+		keys, _, err = TrustedKeys(args[0], args[1], dir)
 		if err != nil || len(keys) != 1 || !keys[0].Equal(other) {
 			t.Fatalf("from %q: %v %v", args, keys, err)
 		}
 	}
-	if _, _, err := trustedKeys(filepath.Join(dir, "missing"), "", dir); err == nil {
+	if _, _, err := TrustedKeys(filepath.Join(dir, "missing"), "", dir); err == nil {
 		t.Fatal("a --trust file that does not exist falls back silently")
 	}
 }
