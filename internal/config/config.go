@@ -271,22 +271,10 @@ type Tool struct {
 	Annotations  map[string]any `yaml:"annotations"`
 }
 
-// Duration is a time.Duration written as "10m" in YAML.
-type Duration time.Duration
-
-// UnmarshalYAML parses a Go duration string.
-func (d *Duration) UnmarshalYAML(b []byte) error {
-	var s string
-	if err := yaml.Unmarshal(b, &s); err != nil {
-		return err
-	}
-	v, err := time.ParseDuration(s)
-	if err != nil {
-		return err
-	}
-	*d = Duration(v)
-	return nil
-}
+// Duration is a time.Duration written as "10m" in YAML: the one type,
+// shared with providers[].mcp (which this package embeds and cannot
+// import it back).
+type Duration = mcpprovider.Duration
 
 // Load reads and validates a config file.
 func Load(path string) (*Config, error) {
