@@ -168,17 +168,9 @@ func tail(ctx context.Context, nc *nats.Conn, opts TailOptions, fn func([]byte, 
 		}
 	}()
 
-	// ReadAll's end: the records matching at consumer creation. Records
-	// removed by retention meanwhile are caught by NumPending reaching 0.
-	var remaining uint64
-	if readAll {
-		info := cons.CachedInfo()
-		if info == nil {
-			return errors.New("audit: consumer info unavailable")
-		}
-		if remaining = info.NumPending; remaining == 0 {
-			return nil
-		}
+	end, err := newReadEnd(readAll, cons.CachedInfo())
+	if err != nil || end.empty() {
+		return err
 	}
 
 	it, err := cons.Messages()
@@ -195,16 +187,48 @@ func tail(ctx context.Context, nc *nats.Conn, opts TailOptions, fn func([]byte, 
 			return err
 		}
 		if readAll {
-			remaining--
 			md, err := msg.Metadata()
 			if err != nil {
 				return fmt.Errorf("audit: message metadata: %w", err)
 			}
-			if remaining == 0 || md.NumPending == 0 {
+			if end.delivered(md.NumPending) {
 				return nil
 			}
 		}
 	}
+}
+
+// readEnd is where a ReadAll stops: once it has delivered the records that
+// matched when its consumer was created, or once the consumer has nothing
+// pending (records removed by retention meanwhile). A tail never stops.
+type readEnd struct {
+	readAll   bool
+	remaining uint64
+}
+
+// newReadEnd starts counting a read from its consumer's info at creation
+// (needed only for a ReadAll).
+func newReadEnd(readAll bool, info *jetstream.ConsumerInfo) (readEnd, error) {
+	if !readAll {
+		return readEnd{}, nil
+	}
+	if info == nil {
+		return readEnd{}, errors.New("audit: consumer info unavailable")
+	}
+	return readEnd{readAll: true, remaining: info.NumPending}, nil
+}
+
+// empty reports a ReadAll with nothing to read.
+func (e readEnd) empty() bool { return e.readAll && e.remaining == 0 }
+
+// delivered counts one record delivered, numPending being the consumer's
+// pending count after it, and reports whether a ReadAll is over.
+func (e *readEnd) delivered(numPending uint64) bool {
+	if !e.readAll {
+		return false
+	}
+	e.remaining--
+	return e.remaining == 0 || numPending == 0
 }
 
 func tailDurable(ctx context.Context, js jetstream.JetStream, opts TailOptions, filters []string, rd *reader) error {

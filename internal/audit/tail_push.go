@@ -65,15 +65,9 @@ func tailPush(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, opts T
 	if err != nil {
 		return fmt.Errorf("audit: push consumer on stream %s (filter %s): %w", opts.Stream, filters[0], err)
 	}
-	var remaining uint64
-	if readAll {
-		info := cons.CachedInfo()
-		if info == nil {
-			return errors.New("audit: consumer info unavailable")
-		}
-		if remaining = info.NumPending; remaining == 0 {
-			return nil
-		}
+	end, err := newReadEnd(readAll, cons.CachedInfo())
+	if err != nil || end.empty() {
+		return err
 	}
 	var next uint64 = 1 // the consumer sequence expected next
 	for {
@@ -105,11 +99,8 @@ func tailPush(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, opts T
 		if err := rd.message(m.Subject, m.Data); err != nil {
 			return err
 		}
-		if readAll {
-			remaining--
-			if remaining == 0 || md.NumPending == 0 {
-				return nil
-			}
+		if end.delivered(md.NumPending) {
+			return nil
 		}
 	}
 }
