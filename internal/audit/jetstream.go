@@ -148,8 +148,9 @@ type JetStreamOptions struct {
 // Order: records are queued in the order Emit is called and a commit's
 // segments are acknowledged before the next commit is made, so the
 // records one goroutine emits are stored in the order it emitted them; a
-// turn's chain stays in order. Segments are never retried by the sink (a
-// retry after a later commit could store a record after its successor): a
+// turn's chain stays in order. A segment the stream did not acknowledge is
+// published again within RetryWindow, before the next commit (see store),
+// never after a later segment; after RetryWindow its receipts fail, and a
 // failed receipt means "not known to be stored". Each segment carries a
 // unique segment id as Nats-Msg-Id, so a segment stored twice within
 // DuplicateWindow is kept once; readers drop a record repeated with the
@@ -425,8 +426,9 @@ func validSubjectTokens(s string) bool {
 // afterwards.
 //
 // In acked mode the receipt completes when the stream acknowledges the
-// segment holding the record, or fails when its publish fails or
-// AckTimeout passes (with FailOpen it completes nil either way). In async
+// segment holding the record, or fails when the segment is still not
+// acknowledged after RetryWindow (with FailOpen it completes nil either
+// way). In async
 // mode the receipt is complete at once. A closed sink refuses every record
 // with a failed receipt (completed nil with FailOpen).
 func (s *JetStreamSink) Emit(rec *Record) Receipt {
