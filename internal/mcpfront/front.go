@@ -145,6 +145,9 @@ type Front struct {
 
 	mu    sync.RWMutex
 	turns map[string]*turnEntry
+	// nextSweep is a time before which no turn's tokens all expire:
+	// Mint walks the turns only once it has passed.
+	nextSweep time.Time
 
 	// verified remembers tokens whose signature verified (claims are
 	// immutable; expiry and audience are still checked per request), so
@@ -267,7 +270,9 @@ func (f *Front) Mint(ctx context.Context, access authority.AccessContext, ttl ti
 	defer f.mu.Unlock()
 	e := f.turns[info.TurnID]
 	if e == nil {
-		f.sweepLocked(now)
+		if !now.Before(f.nextSweep) {
+			f.sweepLocked(now)
+		}
 		if len(f.turns) >= f.opts.MaxTurns {
 			return Token{}, reason.New(reason.Overloaded, "the MCP front of node %s serves %d turns", f.k.Node(), len(f.turns))
 		}
@@ -277,9 +282,13 @@ func (f *Front) Mint(ctx context.Context, access authority.AccessContext, ttl ti
 		e.server = f.newServer(e)
 		f.turns[info.TurnID] = e
 	}
-	for id, m := range e.tokens {
-		if !now.Before(m.expires) {
-			delete(e.tokens, id)
+	// An expired token is refused by its claims (verify), so the turn's
+	// tokens are walked only when they reach the bound.
+	if len(e.tokens) >= MaxTokensPerTurn {
+		for id, m := range e.tokens {
+			if !now.Before(m.expires) {
+				delete(e.tokens, id)
+			}
 		}
 	}
 	if len(e.tokens) >= MaxTokensPerTurn {
@@ -287,17 +296,26 @@ func (f *Front) Mint(ctx context.Context, access authority.AccessContext, ttl ti
 	}
 	e.tokens[c.ID] = minted{access: op, expires: c.ExpiresAt()}
 	e.closed = false
-	if exp := c.ExpiresAt(); exp.After(e.expires) {
+	exp := c.ExpiresAt()
+	if exp.After(e.expires) {
 		e.expires = exp
+	}
+	if f.nextSweep.IsZero() || exp.Before(f.nextSweep) {
+		f.nextSweep = exp
 	}
 	return Token{Token: tok, Claims: c}, nil
 }
 
-// sweepLocked forgets turns none of whose tokens can still be admitted.
+// sweepLocked forgets turns none of whose tokens can still be admitted
+// and sets nextSweep to the earliest expiry of those left.
 func (f *Front) sweepLocked(now time.Time) {
+	f.nextSweep = time.Time{}
 	for id, e := range f.turns {
-		if !now.Before(e.expires) {
+		switch {
+		case !now.Before(e.expires):
 			delete(f.turns, id)
+		case f.nextSweep.IsZero() || e.expires.Before(f.nextSweep):
+			f.nextSweep = e.expires
 		}
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/sharedos/sharedos/conformance"
 	"github.com/sharedos/sharedos/internal/audit"
 	"github.com/sharedos/sharedos/internal/mcpfront"
+	"github.com/sharedos/sharedos/reason"
 )
 
 func TestMain(m *testing.M) {
@@ -271,5 +272,33 @@ func TestListingIsPagedDeterministically(t *testing.T) {
 	var je *jsonrpc.Error
 	if !errors.As(err, &je) || je.Code != jsonrpc.CodeInvalidParams {
 		t.Fatalf("bad cursor: %v, want -32602", err)
+	}
+}
+
+// The front holds at most MaxTurns turns: a mint for one more is refused
+// overloaded until the tokens of a turn it holds have all expired, and
+// then that turn is forgotten.
+func TestMintForgetsTurnsWhoseTokensExpired(t *testing.T) {
+	e := newEnv(t, nil, func(o *mcpfront.Options) { o.MaxTurns = 2 })
+	e.open(t, conformance.Ada)
+	e.f.Clock.Advance(time.Minute)
+	e.open(t, conformance.Bob)
+	ctx := testCtx(t)
+	third := conformance.Ada
+	o, err := e.k.Open(ctx, third)
+	if err != nil {
+		t.Fatal(err)
+	}
+	third.TurnID, third.LeaseID = o.TurnID, o.LeaseID
+	if _, err := e.front.Mint(ctx, third, 0); !errors.Is(err, &reason.Error{Code: reason.Overloaded}) {
+		t.Fatalf("a third turn while two hold unexpired tokens: %v, want overloaded", err)
+	}
+	// The first turn's token expires; the second's does not yet.
+	e.f.Clock.Advance(mcpfront.DefaultTokenLifetime - time.Minute)
+	if _, err := e.front.Mint(ctx, third, 0); err != nil {
+		t.Fatalf("a third turn once the first's tokens expired: %v", err)
+	}
+	if n := e.front.Turns(); n != 2 {
+		t.Fatalf("the front holds %d turns, want 2", n)
 	}
 }
