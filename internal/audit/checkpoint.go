@@ -25,6 +25,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sharedos/sharedos/internal/fsutil"
 )
 
 // This file holds the node's signed checkpoints: the document, its
@@ -275,32 +277,8 @@ func LoadOrCreateKey(path string) (ed25519.PrivateKey, error) {
 	if err != nil {
 		return nil, fmt.Errorf("audit: encode key: %w", err)
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, fmt.Errorf("audit: key directory: %w", err)
-	}
-	// Written to a temporary file and linked into place, so a process
-	// creating the same key at once (the nodes of a cluster sharing it)
-	// finds either no file or the whole of one, never a partial one.
-	f, err := os.CreateTemp(filepath.Dir(path), ".key-*")
-	if err != nil {
-		return nil, fmt.Errorf("audit: create key file: %w", err)
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp)
-	err = f.Chmod(0o600)
-	if err == nil {
-		err = pem.Encode(f, &pem.Block{Type: "PRIVATE KEY", Bytes: der})
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return nil, fmt.Errorf("audit: write key file %s: %w", path, err)
-	}
-	if err := os.Link(tmp, path); errors.Is(err, fs.ErrExist) {
+	pemBytes := pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})
+	if err := fsutil.CreateOnce(path, pemBytes); errors.Is(err, fs.ErrExist) {
 		return ReadPrivateKey(path) // created concurrently
 	} else if err != nil {
 		return nil, fmt.Errorf("audit: create key file: %w", err)

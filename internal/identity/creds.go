@@ -11,6 +11,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
+
+	"github.com/sharedos/sharedos/internal/fsutil"
 )
 
 // SeedFile is where identity name's nkey seed lives under dir.
@@ -27,9 +29,6 @@ func LoadOrCreateSeed(path string) (nkeys.KeyPair, error) {
 	if err == nil || !errors.Is(err, fs.ErrNotExist) {
 		return kp, err
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, fmt.Errorf("identity: %w", err)
-	}
 	kp, err = nkeys.CreateUser()
 	if err != nil {
 		return nil, fmt.Errorf("identity: creating a user nkey: %w", err)
@@ -38,31 +37,7 @@ func LoadOrCreateSeed(path string) (nkeys.KeyPair, error) {
 	if err != nil {
 		return nil, fmt.Errorf("identity: %w", err)
 	}
-	// Written to a temporary file and linked into place: another process
-	// creating the same seed (the nodes of a cluster sharing a directory)
-	// either finds the whole file or makes its own and loses the link.
-	f, err := os.CreateTemp(filepath.Dir(path), ".seed-*")
-	if err != nil {
-		return nil, fmt.Errorf("identity: %w", err)
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp)
-	if err := f.Chmod(0o600); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("identity: %w", err)
-	}
-	if _, err := f.Write(append(seed, '\n')); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("identity: writing %s: %w", path, err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("identity: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return nil, fmt.Errorf("identity: %w", err)
-	}
-	if err := os.Link(tmp, path); errors.Is(err, fs.ErrExist) {
+	if err := fsutil.CreateOnce(path, append(seed, '\n')); errors.Is(err, fs.ErrExist) {
 		return LoadSeed(path) // another process made it first
 	} else if err != nil {
 		return nil, fmt.Errorf("identity: %w", err)
