@@ -81,21 +81,13 @@ var Cluster = Column{
 // node's connection to its server); Cleanup stops both.
 func serveKernel(t testing.TB, b *Bus, nc *nats.Conn, opts actors.Options) {
 	t.Helper()
-	k, err := actors.New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	k := startKernel(t, opts)
 	front, err := natsfront.Serve(nc, k, natsfront.Options{Logger: opts.Logger,
 		Identities: b.Identities(), TrustUnstamped: true, NoTenantBinding: opts.Switches.NoTenantBinding})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		_ = front.Stop(context.Background())
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = k.Shutdown(ctx)
-	})
+	t.Cleanup(func() { _ = front.Stop(context.Background()) })
 }
 
 // turnOps are the turn subjects the cluster driver uses.

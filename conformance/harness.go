@@ -49,17 +49,23 @@ type Column struct {
 var InProcess = Column{
 	Name: "in-process",
 	Start: func(t testing.TB, f *Fixture, opts actors.Options) Driver {
-		k, err := actors.New(opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			_ = k.Shutdown(ctx)
-		})
-		return k
+		return startKernel(t, opts)
 	},
+}
+
+// startKernel starts a kernel with opts; Cleanup shuts it down.
+func startKernel(t testing.TB, opts actors.Options) *actors.Kernel {
+	t.Helper()
+	k, err := actors.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = k.Shutdown(ctx)
+	})
+	return k
 }
 
 // Clock is a manual clock, safe for concurrent use.

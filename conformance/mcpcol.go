@@ -53,10 +53,7 @@ type TokenDriver interface {
 func serveOverMCP(t testing.TB, opts actors.Options) *MCPDriver {
 	watch := mcpfront.NewWatch(opts.Sink)
 	opts.Sink = watch
-	k, err := actors.New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	k := startKernel(t, opts)
 	_, key, _ := ed25519.GenerateKey(rand.Reader)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -88,9 +85,6 @@ func serveOverMCP(t testing.TB, opts actors.Options) *MCPDriver {
 		d.mu.Unlock()
 		_ = srv.Close()
 		tr.CloseIdleConnections()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = k.Shutdown(ctx)
 	})
 	return d
 }

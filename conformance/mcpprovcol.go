@@ -57,16 +57,7 @@ var MCPProvider = Column{
 			ps = append(ps, mp)
 		}
 		opts.Providers = ps
-		k, err := actors.New(opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			_ = k.Shutdown(ctx)
-		})
-		d.Kernel = k
+		d.Kernel = startKernel(t, opts)
 		return d
 	},
 }
