@@ -3,7 +3,7 @@ package mcpfront_test
 import (
 	"encoding/json"
 	"fmt"
-	"io"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -191,44 +191,23 @@ type answer struct {
 
 func send(t *testing.T, url, token, turn string, c fcase) answer {
 	t.Helper()
-	body := c.body
 	method := c.method
 	if method == "" {
 		method = http.MethodPost
 	}
-	req, err := http.NewRequest(method, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
+	hdr := map[string]string{"MCP-Protocol-Version": c.version}
+	if c.version == "-" {
+		hdr["MCP-Protocol-Version"] = ""
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Authorization", "Bearer "+token)
-	if c.version != "-" {
-		req.Header.Set("MCP-Protocol-Version", c.version)
-	}
-	for k, v := range c.header {
-		switch {
-		case k == "Host":
-			req.Host = v
-		case v == "":
-			req.Header.Del(k)
-		default:
-			req.Header.Set(k, v)
-		}
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	for k, vs := range res.Header {
+	maps.Copy(hdr, c.header)
+	status, h, b := request(t, method, url, token, c.body, hdr)
+	for k, vs := range h {
 		for i, v := range vs {
-			res.Header[k][i] = strings.ReplaceAll(v, turn, "TURN")
+			h[k][i] = strings.ReplaceAll(v, turn, "TURN")
 		}
 	}
-	raw := callIDs.ReplaceAllString(strings.ReplaceAll(string(b), turn, "TURN"), `"$1":"CALL"`)
-	return answer{status: res.StatusCode, header: res.Header, body: normalize(b, turn), raw: raw}
+	raw := callIDs.ReplaceAllString(strings.ReplaceAll(b, turn, "TURN"), `"$1":"CALL"`)
+	return answer{status: status, header: h, body: normalize([]byte(b), turn), raw: raw}
 }
 
 // The fast path answers exactly as the SDK path does: same status, same

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"crypto/ed25519"
 	"crypto/rand"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -42,20 +41,10 @@ func forwardPair(t *testing.T, maxPayload int32, adjust ...func(*mcpfront.Option
 	return mk("node-a"), mk("node-b"), nc, key
 }
 
+// fwdPost posts body with tok at protocol version 2025-06-18.
 func fwdPost(t *testing.T, url, tok, body string) (int, http.Header, string) {
 	t.Helper()
-	req, _ := http.NewRequestWithContext(testCtx(t), http.MethodPost, url, strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+tok)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, resp.Header, string(b)
+	return post(t, url, tok, body, map[string]string{"MCP-Protocol-Version": "2025-06-18"})
 }
 
 // A request at node-a for node-b's turn is answered by node-b, byte for

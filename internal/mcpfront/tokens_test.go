@@ -20,10 +20,21 @@ import (
 )
 
 // post sends one JSON-RPC message to the endpoint the way an MCP client
-// would, with hdr added, and returns the status, a header and the body.
+// would, with hdr added (see request), and returns the status, the
+// answer's headers and its body.
 func post(t *testing.T, url, token, body string, hdr map[string]string) (int, http.Header, string) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(testCtx(t), http.MethodPost, url, strings.NewReader(body))
+	return request(t, http.MethodPost, url, token, body, hdr)
+}
+
+// request sends body to url with method as an MCP client would
+// (Content-Type, Accept, MCP-Protocol-Version 2025-11-25, token as the
+// bearer unless ""), then hdr: "Host" sets the request's host, a ""
+// value removes the header. It returns the status, the answer's headers
+// and its body.
+func request(t *testing.T, method, url, token, body string, hdr map[string]string) (int, http.Header, string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(testCtx(t), method, url, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,11 +45,14 @@ func post(t *testing.T, url, token, body string, hdr map[string]string) (int, ht
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	for k, v := range hdr {
-		if k == "Host" {
+		switch {
+		case k == "Host":
 			req.Host = v
-			continue
+		case v == "":
+			req.Header.Del(k)
+		default:
+			req.Header.Set(k, v)
 		}
-		req.Header.Set(k, v)
 	}
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
