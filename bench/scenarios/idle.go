@@ -67,13 +67,9 @@ func (e *Env) IdleTurns(ctx context.Context, n int, progress io.Writer, profileD
 	base := liveBytes()
 	start := time.Now()
 	if err := forEach(ctx, n, func(i int) error {
-		o, err := k.Open(ctx, benchAccess)
-		if err != nil {
-			return err
-		}
-		turns[i] = benchAccess
-		turns[i].TurnID, turns[i].LeaseID = o.TurnID, o.LeaseID
-		return nil
+		a, err := openTurn(ctx, k)
+		turns[i] = a
+		return err
 	}); err != nil {
 		return nil, fmt.Errorf("opening %d turns: %w", n, err)
 	}
@@ -126,16 +122,14 @@ func heapProfile(dir, name string) error {
 }
 
 func oneTurn(ctx context.Context, k *actors.Kernel) error {
-	o, err := k.Open(ctx, benchAccess)
+	a, err := openTurn(ctx, k)
 	if err != nil {
 		return err
 	}
-	a := benchAccess
-	a.TurnID, a.LeaseID = o.TurnID, o.LeaseID
 	if _, err := k.ListTools(ctx, a); err != nil {
 		return err
 	}
-	return k.Close(ctx, a, o.LeaseID)
+	return k.Close(ctx, a, a.LeaseID)
 }
 
 // forEach runs f(0..n-1) on a few goroutines and returns the first error.

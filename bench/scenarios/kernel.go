@@ -62,13 +62,11 @@ type kernelTarget struct {
 }
 
 func (t *kernelTarget) Open(ctx context.Context) (harness.Turn, error) {
-	o, err := t.n.kernel.Open(ctx, benchAccess)
+	a, err := openTurn(ctx, t.n.kernel)
 	if err != nil {
 		return nil, err
 	}
-	a := benchAccess
-	a.TurnID, a.LeaseID = o.TurnID, o.LeaseID
-	return &kernelTurn{k: t.n.kernel, access: a, lease: o.LeaseID, args: t.args}, nil
+	return &kernelTurn{k: t.n.kernel, access: a, args: t.args}, nil
 }
 
 func (t *kernelTarget) Close(ctx context.Context) error { return t.n.close(ctx) }
@@ -78,7 +76,6 @@ func (t *kernelTarget) Counters() harness.Counters { return t.n.counted.counters
 type kernelTurn struct {
 	k      *actors.Kernel
 	access authority.AccessContext
-	lease  string
 	args   []byte
 }
 
@@ -93,7 +90,9 @@ func (t *kernelTurn) Call(ctx context.Context, _ int) error {
 	return nil
 }
 
-func (t *kernelTurn) Close(ctx context.Context) error { return t.k.Close(ctx, t.access, t.lease) }
+func (t *kernelTurn) Close(ctx context.Context) error {
+	return t.k.Close(ctx, t.access, t.access.LeaseID)
+}
 
 // clientTarget drives a node over NATS with the Go client, as an agent
 // runtime in another process would.

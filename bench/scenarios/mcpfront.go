@@ -168,12 +168,10 @@ type mcpFrontTarget struct {
 }
 
 func (t *mcpFrontTarget) Open(ctx context.Context) (harness.Turn, error) {
-	o, err := t.n.kernel.Open(ctx, benchAccess)
+	a, err := openTurn(ctx, t.n.kernel)
 	if err != nil {
 		return nil, err
 	}
-	a := benchAccess
-	a.TurnID, a.LeaseID = o.TurnID, o.LeaseID
 	tok, err := t.front.Mint(ctx, a, mcpfront.MaxTokenLifetime)
 	if err != nil {
 		return nil, errors.Join(err, t.n.kernel.Close(ctx, a, a.LeaseID))

@@ -57,6 +57,18 @@ var benchAccess = authority.AccessContext{
 	Tenant: benchTenant, Principal: benchPrincipal, CredentialProfile: "bench", EnabledNamespaces: []string{benchNamespace},
 }
 
+// openTurn opens a turn as benchAccess on k and returns the access
+// context naming it (its turn and lease).
+func openTurn(ctx context.Context, k *actors.Kernel) (authority.AccessContext, error) {
+	o, err := k.Open(ctx, benchAccess)
+	if err != nil {
+		return authority.AccessContext{}, err
+	}
+	a := benchAccess
+	a.TurnID, a.LeaseID = o.TurnID, o.LeaseID
+	return a, nil
+}
+
 // echoDefinition is the tool: its arguments are validated against the
 // schema, its requirement resolves to a fixed resource, and it returns
 // the arguments (the payload travels both ways once).
