@@ -39,25 +39,46 @@ func freePorts(t *testing.T, n int) []int {
 	return ports
 }
 
-// clusterConfig is the sample cluster.yaml as a cluster of size nodes on
-// loopback, sharing one credentials directory, its audit stream
-// replicated on up to three of them.
-func clusterConfig(t *testing.T, size int) *config.Config {
+// clusterNode is one node of a test cluster: its id and listeners.
+type clusterNode struct {
+	id, url, http string
+}
+
+// clusterYAML is the sample cluster.yaml as a cluster of size nodes on
+// free loopback ports, under one temporary directory (which it returns):
+// one credentials directory and key, the audit stream replicated on up to
+// three nodes, each node's HTTP listener on when withHTTP. edits are
+// further old, new replacements of the sample's text.
+func clusterYAML(t *testing.T, size int, withHTTP bool, edits ...string) (yaml, dir string, nodes []clusterNode) {
 	t.Helper()
 	b, err := os.ReadFile("../../cluster.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	y := strings.NewReplacer("data_dir: ./data", "data_dir: "+dir, "http: 127.0.0.1:8321", "http: off",
-		"stream: SHAREDOS_AUDIT", fmt.Sprintf("stream: SHAREDOS_AUDIT\n  replicas: %d", min(size, 3))).Replace(string(b))
-	ports := freePorts(t, 2*size)
+	dir = t.TempDir()
+	edits = append([]string{"data_dir: ./data", "data_dir: " + dir, "http: 127.0.0.1:8321", "http: off",
+		"stream: SHAREDOS_AUDIT", fmt.Sprintf("stream: SHAREDOS_AUDIT\n  replicas: %d", min(size, 3))}, edits...)
+	ports := freePorts(t, 3*size)
 	var sb strings.Builder
+	sb.WriteString(strings.NewReplacer(edits...).Replace(string(b)))
 	sb.WriteString("\ncluster:\n  name: test\n  nodes:\n")
 	for i := range size {
-		fmt.Fprintf(&sb, "    - {id: node-%d, port: %d, cluster_port: %d, data_dir: %s}\n", i+1, ports[2*i], ports[2*i+1], filepath.Join(dir, fmt.Sprint(i+1)))
+		n := clusterNode{id: fmt.Sprintf("node-%d", i+1), url: fmt.Sprintf("nats://127.0.0.1:%d", ports[3*i]), http: "off"}
+		if withHTTP {
+			n.http = fmt.Sprintf("127.0.0.1:%d", ports[3*i+2])
+		}
+		fmt.Fprintf(&sb, "    - {id: %s, port: %d, cluster_port: %d, http: %s, data_dir: %s}\n",
+			n.id, ports[3*i], ports[3*i+1], n.http, filepath.Join(dir, n.id))
+		nodes = append(nodes, n)
 	}
-	cfg, err := config.Parse([]byte(y + sb.String()))
+	return sb.String(), dir, nodes
+}
+
+// clusterConfig is clusterYAML's cluster of size nodes, parsed (HTTP off).
+func clusterConfig(t *testing.T, size int) *config.Config {
+	t.Helper()
+	y, _, _ := clusterYAML(t, size, false)
+	cfg, err := config.Parse([]byte(y))
 	if err != nil {
 		t.Fatal(err)
 	}

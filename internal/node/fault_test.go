@@ -3,13 +3,11 @@ package node_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -55,27 +53,12 @@ func buildNode(t *testing.T, dir string) string {
 // the ones still running with SIGTERM (SIGKILL after 30s).
 func startProcCluster(t *testing.T, bin string) *procCluster {
 	t.Helper()
-	b, err := os.ReadFile("../../cluster.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	y := strings.NewReplacer("data_dir: ./data", "data_dir: "+dir, "http: 127.0.0.1:8321", "http: off",
-		"stream: SHAREDOS_AUDIT", "stream: SHAREDOS_AUDIT\n  replicas: 3",
-		"step_ceiling: 64", "step_ceiling: 1000000").Replace(string(b)) // long-lived turns under load
-	ports := freePorts(t, 9)
+	y, dir, nodes := clusterYAML(t, 3, true, "step_ceiling: 64", "step_ceiling: 1000000") // long-lived turns under load
 	pc := &procCluster{dir: dir, config: filepath.Join(dir, "cluster.yaml"), creds: identity.DefaultDir(dir)}
-	var sb strings.Builder
-	sb.WriteString(y + "\ncluster:\n  name: fault\n  nodes:\n")
-	for i := range 3 {
-		id := fmt.Sprintf("node-%d", i+1)
-		pc.ids = append(pc.ids, id)
-		pc.urls = append(pc.urls, fmt.Sprintf("nats://127.0.0.1:%d", ports[3*i]))
-		pc.http = append(pc.http, fmt.Sprintf("127.0.0.1:%d", ports[3*i+2]))
-		fmt.Fprintf(&sb, "    - {id: %s, port: %d, cluster_port: %d, http: %s, data_dir: %s}\n",
-			id, ports[3*i], ports[3*i+1], pc.http[i], filepath.Join(dir, id))
+	for _, n := range nodes {
+		pc.ids, pc.urls, pc.http = append(pc.ids, n.id), append(pc.urls, n.url), append(pc.http, n.http)
 	}
-	if err := os.WriteFile(pc.config, []byte(sb.String()), 0o600); err != nil {
+	if err := os.WriteFile(pc.config, []byte(y), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	for _, id := range pc.ids {
