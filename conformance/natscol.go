@@ -65,10 +65,7 @@ func (d *ClientDriver) nodeOf(turn string) string {
 }
 
 func (d *ClientDriver) turn(a authority.AccessContext) *client.Turn {
-	d.mu.Lock()
-	node := d.nodes[a.TurnID]
-	d.mu.Unlock()
-	return d.C.Resume(client.Handle{Node: node, TurnID: a.TurnID}, a.LeaseID, messages.AccessOf(a))
+	return d.C.Resume(client.Handle{Node: d.nodeOf(a.TurnID), TurnID: a.TurnID}, a.LeaseID, messages.AccessOf(a))
 }
 
 // Open implements Driver.
@@ -76,22 +73,14 @@ func (d *ClientDriver) Open(ctx context.Context, a authority.AccessContext) (act
 	var t *client.Turn
 	var err error
 	if a.TurnID != "" {
-		d.mu.Lock()
-		node := d.nodes[a.TurnID]
-		d.mu.Unlock()
-		t, err = d.C.Attach(ctx, client.Handle{Node: node, TurnID: a.TurnID}, messages.AccessOf(a))
+		t, err = d.C.Attach(ctx, client.Handle{Node: d.nodeOf(a.TurnID), TurnID: a.TurnID}, messages.AccessOf(a))
 	} else {
 		t, err = d.C.Open(ctx, messages.AccessOf(a))
 	}
 	if err != nil {
 		return actors.Opened{}, err
 	}
-	d.mu.Lock()
-	if d.nodes == nil {
-		d.nodes = map[string]string{}
-	}
-	d.nodes[t.Handle.TurnID] = t.Handle.Node
-	d.mu.Unlock()
+	d.remember(t.Handle.TurnID, t.Handle.Node)
 	return actors.Opened{TurnID: t.Handle.TurnID, LeaseID: t.LeaseID, Attached: t.Attached}, nil
 }
 
