@@ -521,7 +521,7 @@ func (p *Provider) hint(pr *profile, why string) {
 		p.goBg(func() {
 			ctx, cancel := context.WithTimeout(p.bg, time.Duration(p.cfg.ListTimeout))
 			defer cancel()
-			_, _ = p.current(ctx, authority.AccessContext{CredentialProfile: pr.credProfile()}, false)
+			_, _ = p.current(ctx, authority.AccessContext{CredentialProfile: pr.key}, false)
 		})
 	}
 }
@@ -541,9 +541,6 @@ func (p *Provider) goBg(f func()) bool {
 	}()
 	return true
 }
-
-// credProfile is the AccessContext.CredentialProfile that selects pr.
-func (pr *profile) credProfile() string { return pr.key }
 
 // connect opens a session for the profile over its transport, teed.
 func (p *Provider) connect(ctx context.Context, pr *profile) (*mcp.ClientSession, error) {
@@ -579,13 +576,12 @@ func (p *Provider) connect(ctx context.Context, pr *profile) (*mcp.ClientSession
 // logged or returned in an error.
 func (p *Provider) transport(ctx context.Context, pr *profile) (mcp.Transport, error) {
 	limit := p.cfg.Limits.MaxResponseBytes
-	onClose := func(error) {}
 	if p.opts.Dial != nil {
 		t, err := p.opts.Dial(ctx, pr.key)
 		if err != nil {
 			return nil, err
 		}
-		return &teeTransport{inner: t, limit: limit, onClose: onClose}, nil
+		return &teeTransport{inner: t, limit: limit}, nil
 	}
 	switch p.cfg.Transport {
 	case "memory":
@@ -605,7 +601,7 @@ func (p *Provider) transport(ctx context.Context, pr *profile) (mcp.Transport, e
 			_ = ss.Close()
 			return nil, reason.New(reason.ProviderUnavailable, "mcp server %s: closed", p.id)
 		}
-		return &teeTransport{inner: ct, limit: limit, onClose: onClose}, nil
+		return &teeTransport{inner: ct, limit: limit}, nil
 	case "stdio":
 		cmd := exec.Command(p.cfg.Command, p.cfg.Args...)
 		cmd.Dir = p.cfg.Dir
@@ -617,7 +613,7 @@ func (p *Provider) transport(ctx context.Context, pr *profile) (mcp.Transport, e
 			}
 			cmd.Env = append(cmd.Env, pr.cred.EnvVar+"="+s)
 		}
-		return &teeTransport{inner: &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}, limit: limit, onClose: onClose}, nil
+		return &teeTransport{inner: &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}, limit: limit}, nil
 	default: // http
 		h, err := p.cfg.headers(pr.cred)
 		if err != nil {

@@ -117,9 +117,6 @@ func stripTTL(result json.RawMessage) json.RawMessage {
 type teeTransport struct {
 	inner mcp.Transport
 	limit int
-	// onClose is called once when the connection's reads end (the server
-	// went away, the stream dropped).
-	onClose func(error)
 }
 
 func (t *teeTransport) Connect(ctx context.Context) (mcp.Connection, error) {
@@ -127,7 +124,7 @@ func (t *teeTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &teeConn{Connection: c, limit: t.limit, onClose: t.onClose, pending: map[any]*exchange{}}, nil
+	return &teeConn{Connection: c, limit: t.limit, pending: map[any]*exchange{}}, nil
 }
 
 // maxPending bounds the tools/list requests a connection remembers.
@@ -135,9 +132,7 @@ const maxPending = 1024
 
 type teeConn struct {
 	mcp.Connection
-	limit   int
-	onClose func(error)
-	once    sync.Once
+	limit int
 
 	mu      sync.Mutex
 	pending map[any]*exchange
@@ -160,9 +155,6 @@ func (c *teeConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 func (c *teeConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	msg, err := c.Connection.Read(ctx)
 	if err != nil {
-		if c.onClose != nil {
-			c.once.Do(func() { c.onClose(err) })
-		}
 		return msg, err
 	}
 	resp, ok := msg.(*jsonrpc.Response)
