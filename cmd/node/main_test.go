@@ -27,15 +27,21 @@ func runCLI(t *testing.T, args ...string) (int, string, string) {
 	return code, out.String(), errOut.String()
 }
 
-// TestReadmeCommands runs the README's turn commands, then audit verify and
-// export, against a node started from the sample cluster.yaml.
-func TestReadmeCommands(t *testing.T) {
+// startSample starts a node from the sample cluster.yaml on a free port,
+// with its data under a temporary directory (returned), HTTP on a free
+// loopback port when withHTTP; Cleanup stops it.
+func startSample(t *testing.T, withHTTP bool) (*node.Node, string) {
+	t.Helper()
 	b, err := os.ReadFile("../../cluster.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	y := strings.NewReplacer("port: 4222", "port: 0", "data_dir: ./data", "data_dir: "+filepath.Join(dir, "data"), "http: 127.0.0.1:8321", "http: off").Replace(string(b))
+	http := "http: off"
+	if withHTTP {
+		http = "http: 127.0.0.1:0"
+	}
+	y := strings.NewReplacer("port: 4222", "port: 0", "data_dir: ./data", "data_dir: "+filepath.Join(dir, "data"), "http: 127.0.0.1:8321", http).Replace(string(b))
 	cfg, err := config.Parse([]byte(y))
 	if err != nil {
 		t.Fatal(err)
@@ -44,7 +50,14 @@ func TestReadmeCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer n.Shutdown(context.Background())
+	t.Cleanup(func() { _ = n.Shutdown(context.Background()) })
+	return n, dir
+}
+
+// TestReadmeCommands runs the README's turn commands, then audit verify and
+// export, against a node started from the sample cluster.yaml.
+func TestReadmeCommands(t *testing.T) {
+	n, dir := startSample(t, false)
 	t.Chdir(dir) // no cluster.yaml here: the defaults, and the node from NATS_URL
 	t.Setenv("NATS_URL", n.ClientURL())
 

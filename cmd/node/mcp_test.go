@@ -4,38 +4,18 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/sharedos/sharedos/internal/config"
-	"github.com/sharedos/sharedos/internal/node"
 )
 
 // The README's MCP commands: `node turn token --out FILE` for the open
 // turn, then `node mcp --token-file FILE` serves it to an MCP client on
 // stdio (here the official SDK's client on pipes).
 func TestTurnTokenAndMCPOverStdio(t *testing.T) {
-	b, err := os.ReadFile("../../cluster.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	y := strings.NewReplacer("port: 4222", "port: 0", "data_dir: ./data", "data_dir: "+filepath.Join(dir, "data"), "http: 127.0.0.1:8321", "http: 127.0.0.1:0").Replace(string(b))
-	cfg, err := config.Parse([]byte(y))
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := node.Start(context.Background(), cfg, node.Options{Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.Shutdown(context.Background())
+	n, dir := startSample(t, true)
 	t.Chdir(dir)
 	t.Setenv("NATS_URL", n.ClientURL())
 	if code, out, errOut := runCLI(t, "turn", "open", "--tenant", "acme", "--principal", "ada", "--ns", "notes"); code != 0 {

@@ -3,35 +3,16 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"log/slog"
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/sharedos/sharedos/client"
-	"github.com/sharedos/sharedos/internal/config"
 	"github.com/sharedos/sharedos/internal/node"
 )
 
 // node status shows the sample MCP server unknown until a turn asks,
 // then ready with its five tools.
 func TestStatusCommand(t *testing.T) {
-	b, err := os.ReadFile("../../cluster.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	y := strings.NewReplacer("port: 4222", "port: 0", "data_dir: ./data", "data_dir: "+filepath.Join(dir, "data"), "http: 127.0.0.1:8321", "http: 127.0.0.1:0").Replace(string(b))
-	cfg, err := config.Parse([]byte(y))
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := node.Start(context.Background(), cfg, node.Options{Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.Shutdown(context.Background())
+	n, _ := startSample(t, true)
 	status := func() node.Status {
 		t.Helper()
 		code, out, errOut := runCLI(t, "status", "--http", n.HTTPAddr())
