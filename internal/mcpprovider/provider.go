@@ -210,24 +210,24 @@ func (p *Provider) coded(err error) error {
 	if errors.As(err, &re) {
 		return err
 	}
-	c := classify(err, 0, 0)
-	msg := trimErr(err)
-	var f *failure
-	if errors.As(err, &f) {
-		msg = f.msg
-	}
+	c, msg := classified(err)
 	return reason.New(c.code(), "mcp server %s: %s: %s", p.id, c, msg)
 }
 
 // codedIn is coded, naming the discovery state the failure left.
 func (p *Provider) codedIn(st State, err error) error {
-	c := classify(err, 0, 0)
-	msg := trimErr(err)
+	c, msg := classified(err)
+	return reason.New(c.code(), "mcp server %s: %s (%s): %s", p.id, st, c, msg)
+}
+
+// classified is err's class and what to say of it: a failure's own
+// message, else the error's, bounded.
+func classified(err error) (Class, string) {
 	var f *failure
 	if errors.As(err, &f) {
-		msg = f.msg
+		return f.class, f.msg
 	}
-	return reason.New(c.code(), "mcp server %s: %s (%s): %s", p.id, st, c, msg)
+	return classify(err, 0, 0), trimErr(err)
 }
 
 func trimErr(err error) string {
