@@ -75,24 +75,7 @@ func TestMCPFrontForwardsToTheTurnsNode(t *testing.T) {
 	edgeURL := nodes[edge].MCPURL()
 
 	// The official SDK's client at another node's endpoint.
-	s, err := mcp.NewClient(&mcp.Implementation{Name: "sandbox", Version: "1"}, nil).Connect(ctx(t),
-		&mcp.StreamableClientTransport{Endpoint: edgeURL, HTTPClient: &http.Client{Transport: bearerRT{tok.Token}}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	l, err := s.ListTools(ctx(t), nil)
-	if err != nil || len(l.Tools) == 0 || l.Meta[mcpfront.MetaCatalogHash] != tok.CatalogHash {
-		t.Fatalf("list through node %d for a turn of node %d: %+v %v", edge+1, owner+1, l, err)
-	}
-	res, err := s.CallTool(ctx(t), &mcp.CallToolParams{Name: "notes_put", Arguments: map[string]any{"space": "acme", "title": "plan", "body": "ship"}})
-	if err != nil || res.IsError {
-		t.Fatalf("call through another node: %+v %v", res, err)
-	}
-	res, err = s.CallTool(ctx(t), &mcp.CallToolParams{Name: "notes_put", Arguments: map[string]any{"space": "globex", "title": "x", "body": "y"}})
-	if err != nil || !res.IsError {
-		t.Fatalf("outside the grant, through another node: %+v %v", res, err)
-	}
+	s := sandbox(t, edgeURL, tok)
 	// A name the turn never showed: the owning node's protocol error.
 	if _, err := s.CallTool(ctx(t), &mcp.CallToolParams{Name: "no_such_tool"}); err == nil || !strings.Contains(err.Error(), "32602") && !strings.Contains(err.Error(), "unknown tool") {
 		t.Fatalf("unknown tool through another node: %v", err)

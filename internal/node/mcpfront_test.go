@@ -11,6 +11,7 @@ import (
 	"github.com/sharedos/sharedos/client"
 	"github.com/sharedos/sharedos/internal/audit"
 	"github.com/sharedos/sharedos/internal/mcpfront"
+	"github.com/sharedos/sharedos/messages"
 	"github.com/sharedos/sharedos/reason"
 )
 
@@ -20,6 +21,33 @@ func (b bearerRT) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.Header.Set("Authorization", "Bearer "+b.token)
 	return http.DefaultTransport.RoundTrip(r)
+}
+
+// sandbox connects the official SDK's client at url with tok as a model
+// sandbox would, lists (the listing names tok's catalogue) and calls
+// notes_put inside the grant (answered) and outside it (refused); the
+// session is closed at cleanup.
+func sandbox(t *testing.T, url string, tok *messages.TokenReply) *mcp.ClientSession {
+	t.Helper()
+	s, err := mcp.NewClient(&mcp.Implementation{Name: "sandbox", Version: "1"}, nil).Connect(ctx(t),
+		&mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: bearerRT{tok.Token}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	l, err := s.ListTools(ctx(t), nil)
+	if err != nil || len(l.Tools) == 0 || l.Meta[mcpfront.MetaCatalogHash] != tok.CatalogHash {
+		t.Fatalf("list at %s: %+v %v", url, l, err)
+	}
+	res, err := s.CallTool(ctx(t), &mcp.CallToolParams{Name: "notes_put", Arguments: map[string]any{"space": "acme", "title": "plan", "body": "ship"}})
+	if err != nil || res.IsError {
+		t.Fatalf("call at %s: %+v %v", url, res, err)
+	}
+	res, err = s.CallTool(ctx(t), &mcp.CallToolParams{Name: "notes_put", Arguments: map[string]any{"space": "globex", "title": "x", "body": "y"}})
+	if err != nil || !res.IsError {
+		t.Fatalf("outside the grant at %s: %+v %v", url, res, err)
+	}
+	return s
 }
 
 // A runtime opens a turn over NATS and mints a token (op token); a model
@@ -44,24 +72,7 @@ func TestMCPFrontThroughANode(t *testing.T) {
 	if _, err := stranger.Token(ctx(t), 0); !errors.Is(err, &reason.Error{Code: reason.TurnNotFound}) {
 		t.Fatalf("mint without the lease: %v", err)
 	}
-	s, err := mcp.NewClient(&mcp.Implementation{Name: "sandbox", Version: "1"}, nil).Connect(ctx(t),
-		&mcp.StreamableClientTransport{Endpoint: tok.URL, HTTPClient: &http.Client{Transport: bearerRT{tok.Token}}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	l, err := s.ListTools(ctx(t), nil)
-	if err != nil || len(l.Tools) == 0 || l.Meta[mcpfront.MetaCatalogHash] != tok.CatalogHash {
-		t.Fatalf("list: %+v %v", l, err)
-	}
-	res, err := s.CallTool(ctx(t), &mcp.CallToolParams{Name: "notes_put", Arguments: map[string]any{"space": "acme", "title": "plan", "body": "ship"}})
-	if err != nil || res.IsError {
-		t.Fatalf("call: %+v %v", res, err)
-	}
-	res, err = s.CallTool(ctx(t), &mcp.CallToolParams{Name: "notes_put", Arguments: map[string]any{"space": "globex", "title": "x", "body": "y"}})
-	if err != nil || !res.IsError {
-		t.Fatalf("outside the grant: %+v %v", res, err)
-	}
+	s := sandbox(t, tok.URL, tok)
 	if err := turn.Close(ctx(t)); err != nil {
 		t.Fatal(err)
 	}
