@@ -24,6 +24,7 @@ import (
 	"github.com/sharedos/sharedos/internal/identity"
 	"github.com/sharedos/sharedos/internal/mcpprovider"
 	"github.com/sharedos/sharedos/internal/providers"
+	"github.com/sharedos/sharedos/internal/ratelimit"
 )
 
 // Config is cluster.yaml.
@@ -172,6 +173,9 @@ type Rate struct {
 	PerSecond float64 `yaml:"per_second"`
 	Burst     int     `yaml:"burst"`
 }
+
+// Limit is r as the limiter takes it.
+func (r Rate) Limit() ratelimit.Limit { return ratelimit.Limit{Rate: r.PerSecond, Burst: r.Burst} }
 
 // Audit is the audit stream's policy.
 type Audit struct {
@@ -668,14 +672,14 @@ func (c *Config) IdentitySet() (*identity.Set, error) {
 }
 
 // IdentityRates are the runtime identities' rate limits, by name.
-func (c *Config) IdentityRates() (open, call map[string]Rate) {
-	open, call = map[string]Rate{}, map[string]Rate{}
+func (c *Config) IdentityRates() (open, call map[string]ratelimit.Limit) {
+	open, call = map[string]ratelimit.Limit{}, map[string]ratelimit.Limit{}
 	for _, id := range c.Identities {
 		if id.OpenRate != (Rate{}) {
-			open[id.Name] = id.OpenRate
+			open[id.Name] = id.OpenRate.Limit()
 		}
 		if id.CallRate != (Rate{}) {
-			call[id.Name] = id.CallRate
+			call[id.Name] = id.CallRate.Limit()
 		}
 	}
 	return open, call

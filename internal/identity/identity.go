@@ -77,9 +77,6 @@ func (id Identity) Validate() error {
 	if !namePattern.MatchString(id.Name) {
 		return fmt.Errorf("%w: name %q must match %s", ErrInvalid, id.Name, namePattern)
 	}
-	if id.Name == NodeAccount || id.Name == "SYS" || id.Name == "G" {
-		return fmt.Errorf("%w: name %q is reserved", ErrInvalid, id.Name)
-	}
 	switch id.Role {
 	case Node:
 	case Runtime, Audit:
@@ -159,29 +156,23 @@ type Set struct {
 	list   []Identity
 }
 
-// NewSet validates ids (names unique) and indexes them.
+// NewSet validates ids (names unique) and indexes them. (A runtime
+// named like the nodes' account is refused by ServerConfig, which knows
+// that account's name.)
 func NewSet(ids []Identity) (*Set, error) {
-	s := &Set{byName: make(map[string]*Identity, len(ids))}
+	s := &Set{byName: make(map[string]*Identity, len(ids)), list: slices.Clone(ids)}
 	var errs []error
-	for i := range ids {
-		id := ids[i]
+	for i := range s.list {
+		id := &s.list[i]
 		if err := id.Validate(); err != nil {
 			errs = append(errs, err)
-			continue
-		}
-		if _, dup := s.byName[id.Name]; dup {
+		} else if _, dup := s.byName[id.Name]; dup {
 			errs = append(errs, fmt.Errorf("%w: %s listed twice", ErrInvalid, id.Name))
-			continue
 		}
-		s.list = append(s.list, id)
-		s.byName[id.Name] = &s.list[len(s.list)-1]
+		s.byName[id.Name] = id
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
-	}
-	// s.list may have been reallocated while appending: index again.
-	for i := range s.list {
-		s.byName[s.list[i].Name] = &s.list[i]
 	}
 	return s, nil
 }

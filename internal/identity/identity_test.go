@@ -45,7 +45,6 @@ func TestValidate(t *testing.T) {
 		id   identity.Identity
 	}{
 		{"bad name", identity.Identity{Name: "a.b", Role: identity.Node}},
-		{"reserved name", identity.Identity{Name: identity.NodeAccount, Role: identity.Node}},
 		{"unknown role", identity.Identity{Name: "x", Role: "admin"}},
 		{"runtime without tenants", identity.Identity{Name: "x", Role: identity.Runtime}},
 		{"audit without tenants", identity.Identity{Name: "x", Role: identity.Audit}},
@@ -91,6 +90,11 @@ func TestServerConfigIsValidNATSConfiguration(t *testing.T) {
 		if !strings.Contains(conf, want) {
 			t.Errorf("configuration lacks %s", want)
 		}
+	}
+	// A runtime named like the nodes' account is refused.
+	if _, err := identity.Provision(dir, identity.Bus{Prefix: "sharedos", Stream: "S"},
+		append(ids, identity.Identity{Name: identity.NodeAccount, Role: identity.Runtime, Tenants: []string{"acme"}})); err == nil {
+		t.Fatal("a runtime account named like the nodes' was accepted")
 	}
 	// Provisioning again keeps the seeds.
 	before, _ := os.ReadFile(identity.SeedFile(dir, "rt"))

@@ -33,7 +33,6 @@ import (
 	"github.com/sharedos/sharedos/internal/natsfront"
 	"github.com/sharedos/sharedos/internal/natsserver"
 	"github.com/sharedos/sharedos/internal/providers"
-	"github.com/sharedos/sharedos/internal/ratelimit"
 	"github.com/sharedos/sharedos/messages"
 	"github.com/sharedos/sharedos/provider"
 )
@@ -218,8 +217,8 @@ func Start(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err 
 		Sink:        n.watchTurns(observingSink{next: n.checkpoints, m: n.metrics}),
 		StepCeiling: cfg.Kernel.StepCeiling, MaxInFlightPerTurn: cfg.Kernel.MaxInFlightPerTurn, MaxTurns: cfg.Kernel.MaxTurns,
 		MaxTurnsPerPrincipal: cfg.Kernel.MaxTurnsPerPrincipal, MaxLeasesPerTurn: cfg.Kernel.MaxLeasesPerTurn,
-		OpenRate:    actors.RateLimit{Rate: cfg.Kernel.OpenRate.PerSecond, Burst: cfg.Kernel.OpenRate.Burst},
-		CallRate:    actors.RateLimit{Rate: cfg.Kernel.CallRate.PerSecond, Burst: cfg.Kernel.CallRate.Burst},
+		OpenRate:    cfg.Kernel.OpenRate.Limit(),
+		CallRate:    cfg.Kernel.CallRate.Limit(),
 		IdleTimeout: time.Duration(cfg.Kernel.IdleTimeout), ResolveTimeout: time.Duration(cfg.Kernel.ResolveTimeout),
 		CallTimeout: time.Duration(cfg.Kernel.CallTimeout), Logger: n.log,
 		MaxReplyBytes: n.MaxPayload() - ReplyHeadroom,
@@ -240,8 +239,7 @@ func Start(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err 
 		// bus without credentials is loopback-only and unauthenticated:
 		// config.Validate refuses anything else.)
 		fopts.Identities, fopts.TrustUnstamped = n.ids, n.srv != nil
-		open, call := cfg.IdentityRates()
-		fopts.OpenRates, fopts.CallRates = rateLimits(open), rateLimits(call)
+		fopts.OpenRates, fopts.CallRates = cfg.IdentityRates()
 	} else {
 		n.log.Warn("node: NATS without credentials: callers are not authenticated and access is taken as sent (loopback development only)")
 	}
@@ -374,14 +372,6 @@ func (n *Node) dial() error {
 	n.log.Info("bus identities: each party connects with its seed file", "dir", n.credsDir,
 		"runtimes", names(ids.OfRole(identity.Runtime)), "audit", names(ids.OfRole(identity.Audit)), "providers", names(ids.OfRole(identity.Provider)))
 	return nil
-}
-
-func rateLimits(m map[string]config.Rate) map[string]ratelimit.Limit {
-	out := make(map[string]ratelimit.Limit, len(m))
-	for name, r := range m {
-		out[name] = ratelimit.Limit{Rate: r.PerSecond, Burst: r.Burst}
-	}
-	return out
 }
 
 func names(ids []identity.Identity) []string {
