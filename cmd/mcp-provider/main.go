@@ -35,16 +35,13 @@ func main() {
 	flag.Parse()
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	cfg, err := serverConfig(*config, *mcpURL, flag.Args())
-	if err == nil {
-		err = cfg.Validate(f.ID)
-	}
 	if err != nil {
 		log.Error("configuration", "err", err)
 		os.Exit(2)
 	}
-	p, err := mcpprovider.New(f.ID, cfg, &mcpprovider.Options{Logger: log})
+	p, err := mcpprovider.New(f.ID, cfg, &mcpprovider.Options{Logger: log}) // validates cfg
 	if err != nil {
-		log.Error("mcp server", "err", err)
+		log.Error("configuration", "err", err)
 		os.Exit(2)
 	}
 	log.Info("mcp server", "id", f.ID, "transport", cfg.Transport)
