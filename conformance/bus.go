@@ -179,15 +179,25 @@ func (d *busDriver) AsRuntime(name string) Driver {
 }
 
 func (d *busDriver) ProviderRequest(ctx context.Context, name, provider string, req *messages.ProviderInvokeRequest) (*messages.Error, error) {
+	return providerRequest(ctx, d.t, d.bus, name, provider, req)
+}
+
+func (d *busDriver) Capture(ctx context.Context, provider string, during func() error) (*messages.ProviderInvokeRequest, error) {
+	return capture(ctx, d.t, d.bus, provider, during)
+}
+
+// providerRequest sends req to provider's invoke subject as the identity
+// name, connected to b's first server (BusDriver.ProviderRequest).
+func providerRequest(ctx context.Context, t testing.TB, b *Bus, name, provider string, req *messages.ProviderInvokeRequest) (*messages.Error, error) {
 	errs := make(chan error, 4)
-	nc := d.bus.Connect(d.t, name, nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+	nc := b.Connect(t, name, nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
 		select {
 		case errs <- err:
 		default:
 		}
 	}))
 	defer nc.Close()
-	b, err := messages.Encode(req)
+	data, err := messages.Encode(req)
 	if err != nil {
 		return nil, err
 	}
@@ -202,7 +212,7 @@ func (d *busDriver) ProviderRequest(ctx context.Context, name, provider string, 
 	}
 	done := make(chan answer, 1)
 	go func() {
-		m, err := nc.RequestWithContext(rctx, messages.ProviderInvokeSubject("sharedos", provider), b)
+		m, err := nc.RequestWithContext(rctx, messages.ProviderInvokeSubject("sharedos", provider), data)
 		done <- answer{m, err}
 	}()
 	var a answer
@@ -227,10 +237,6 @@ func (d *busDriver) ProviderRequest(ctx context.Context, name, provider string, 
 		return nil, err
 	}
 	return rep.Error, nil
-}
-
-func (d *busDriver) Capture(ctx context.Context, provider string, during func() error) (*messages.ProviderInvokeRequest, error) {
-	return capture(ctx, d.t, d.bus, provider, during)
 }
 
 // capture subscribes to provider's invoke subject on every server of b

@@ -44,10 +44,7 @@ var Cluster = Column{
 	Bus:             true,
 	RemoteProviders: true,
 	Start: func(t testing.TB, f *Fixture, opts actors.Options) Driver {
-		var ids []string
-		for _, p := range opts.Providers {
-			ids = append(ids, p.ID())
-		}
+		ids := providerIDs(opts)
 		b := StartBusCluster(t, ClusterNodes, ids...)
 		// Provider i on server i+1 (notion on the second, notes on the
 		// third): a node's calls cross routes to reach most providers.
@@ -244,7 +241,7 @@ func (d *clusterDriver) AsRuntime(name string) Driver {
 // ProviderRequest implements BusDriver (from the first server; the
 // providers are on the others).
 func (d *clusterDriver) ProviderRequest(ctx context.Context, name, provider string, req *messages.ProviderInvokeRequest) (*messages.Error, error) {
-	return (&busDriver{t: d.t, bus: d.bus}).ProviderRequest(ctx, name, provider, req)
+	return providerRequest(ctx, d.t, d.bus, name, provider, req)
 }
 
 // Capture implements BusDriver.

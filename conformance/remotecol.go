@@ -24,15 +24,21 @@ var RemoteProvider = Column{
 	Bus:             true,
 	RemoteProviders: true,
 	Start: func(t testing.TB, f *Fixture, opts actors.Options) Driver {
-		var ids []string
-		for _, p := range opts.Providers {
-			ids = append(ids, p.ID())
-		}
-		b := StartBus(t, ids...)
+		b := StartBus(t, providerIDs(opts)...)
 		key := serveRemoteProviders(t, b, opts, func(int) int { return 0 })
 		opts.Providers = remoteProxies(b.Connect(t, "node"), opts, key)
 		return serveOverNATS(t, b, opts)
 	},
+}
+
+// providerIDs are the ids of opts' providers (each a provider identity
+// on the bus).
+func providerIDs(opts actors.Options) []string {
+	ids := make([]string, len(opts.Providers))
+	for i, p := range opts.Providers {
+		ids[i] = p.ID()
+	}
+	return ids
 }
 
 // serveRemoteProviders serves each of opts' fixture providers over b
