@@ -642,25 +642,6 @@ func TestJetStreamSinkClose(t *testing.T) {
 	}
 }
 
-// A Close whose context ends abandons what is still pending: every receipt
-// completes.
-func TestJetStreamSinkCloseAbandons(t *testing.T) {
-	srv, nc := natstest.Start(t, true)
-	sink := newSink(t, nc, JetStreamOptions{AckTimeout: 10 * time.Second})
-	recs := buildTurn(t, "acme", "n1.abandon", 4)
-	srv.Shutdown()
-	waitDisconnected(t, nc)
-	r := sink.Emit(recs[0])
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	defer cancel()
-	if err := sink.Close(ctx); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("Close = %v, want deadline exceeded", err)
-	}
-	if err := Wait(ctxT(t, time.Second), r); err == nil || reason.Of(err) != unavailableCode {
-		t.Fatalf("abandoned receipt: %v", err)
-	}
-}
-
 func TestJetStreamSinkRefusesInvalidRecords(t *testing.T) {
 	_, nc := natstest.Start(t, true)
 	sink := newSink(t, nc, JetStreamOptions{})

@@ -3,6 +3,7 @@ package audit
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/sharedos/sharedos/internal/natsserver"
 	"github.com/sharedos/sharedos/internal/natsserver/natstest"
+	"github.com/sharedos/sharedos/reason"
 )
 
 // storedSegments returns every message of the stream.
@@ -256,7 +258,9 @@ func TestStreamUpgradeFromRecordSubjects(t *testing.T) {
 }
 
 // Close with a context that ends while a commit waits for its ack
-// (server gone) fails the records and stops the writer.
+// (server gone) abandons what is pending: it fails the records (every
+// receipt complete, audit_unavailable), stops the writer and returns the
+// context's error.
 func TestCloseAbortsCommit(t *testing.T) {
 	srv, nc := natstest.Start(t, true)
 	sink := newSink(t, nc, JetStreamOptions{AckTimeout: time.Hour})
@@ -269,14 +273,14 @@ func TestCloseAbortsCommit(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	if err := sink.Close(ctx); err == nil {
-		t.Fatal("Close succeeded with nothing acked")
+	if err := sink.Close(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Close = %v, want deadline exceeded", err)
 	}
 	for _, rc := range rs {
 		select {
 		case <-rc.Done():
-			if rc.Err() == nil {
-				t.Error("an abandoned record's receipt succeeded")
+			if err := rc.Err(); err == nil || reason.Of(err) != unavailableCode {
+				t.Errorf("abandoned receipt: %v", err)
 			}
 		default:
 			t.Error("a receipt is still open after Close returned")
