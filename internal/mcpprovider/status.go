@@ -2,6 +2,7 @@ package mcpprovider
 
 import (
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -56,14 +57,6 @@ func (p *Provider) Status() []ProfileStatus {
 		pr.mu.Unlock()
 		out = append(out, st)
 	}
-	slices.SortFunc(out, func(a, b ProfileStatus) int {
-		if a.Profile < b.Profile {
-			return -1
-		}
-		if a.Profile > b.Profile {
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(out, func(a, b ProfileStatus) int { return strings.Compare(a.Profile, b.Profile) })
 	return out
 }
