@@ -259,7 +259,7 @@ func (f *Front) Mint(ctx context.Context, access authority.AccessContext, ttl ti
 		Tenant: info.Tenant, Principal: info.Principal, Credential: info.CredentialProfile, Attributes: info.Attributes,
 		Audience: f.opts.URL, IssuedAt: now.UnixMilli(), Expires: now.Add(ttl).UnixMilli(),
 	}
-	tok, err := signToken(f.opts.Key, &c)
+	tok, err := Sign(f.opts.Key, &c)
 	if err != nil {
 		return Token{}, reason.New(reason.Internal, "signing token: %v", err)
 	}

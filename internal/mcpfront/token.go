@@ -77,10 +77,7 @@ var (
 // Sign signs c with key: what Mint does after it built the claims. For
 // tools and tests that need a token Mint would not give (an expired one,
 // one for another catalogue).
-func Sign(key ed25519.PrivateKey, c *Claims) (string, error) { return signToken(key, c) }
-
-// signToken signs c with key.
-func signToken(key ed25519.PrivateKey, c *Claims) (string, error) {
+func Sign(key ed25519.PrivateKey, c *Claims) (string, error) {
 	body, err := json.Marshal(c)
 	if err != nil {
 		return "", err
@@ -90,7 +87,7 @@ func signToken(key ed25519.PrivateKey, c *Claims) (string, error) {
 }
 
 // parseToken checks tok's signature against keys and decodes its claims;
-// it checks neither expiry nor audience (see verifier.verify).
+// it checks neither expiry nor audience (see Front.verify).
 func parseToken(tok string, keys []ed25519.PublicKey) (*Claims, error) {
 	if len(tok) > maxTokenBytes || !strings.HasPrefix(tok, tokenPrefix) {
 		return nil, ErrTokenMalformed
