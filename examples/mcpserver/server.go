@@ -20,6 +20,7 @@ import (
 	"strings"
 	"sync"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -208,7 +209,7 @@ func (p *pad) analyze(_ context.Context, _ *mcp.CallToolRequest, in AnalyzeIn) (
 // and characters, and returns its top most frequent words (ties in word
 // order).
 func Analyze(text string, top int) AnalyzeOut {
-	out := AnalyzeOut{Characters: len([]rune(text)), Top: []Count{}}
+	out := AnalyzeOut{Characters: utf8.RuneCountInString(text), Top: []Count{}}
 	if text != "" {
 		out.Lines = strings.Count(text, "\n") + 1
 		if strings.HasSuffix(text, "\n") {
