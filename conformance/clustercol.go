@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -52,7 +51,7 @@ var Cluster = Column{
 		// server's: NATS prefers a local member), so the driver picks each
 		// turn's server once the open has named its node.
 		key := serveRemoteProviders(t, b, opts, func(i int) int { return (i + 1) % ClusterNodes })
-		d := &clusterDriver{t: t, bus: b, home: map[string]int{}, turns: map[string]string{}}
+		d := &clusterDriver{t: t, bus: b, home: map[string]int{}}
 		var nodes []string
 		var nodeConns, runtimes []*nats.Conn
 		for i := range ClusterNodes {
@@ -68,7 +67,6 @@ var Cluster = Column{
 			runtimes = append(runtimes, rt)
 			d.via = append(d.via, &ClientDriver{C: clientFor(rt)})
 		}
-		d.opener = d.via[0]
 		waitForRoutes(t, runtimes, nodes, nodeConns, ids)
 		return d
 	},
@@ -151,22 +149,19 @@ func waitForResponder(ctx context.Context, nc *nats.Conn, subject string) error 
 type clusterDriver struct {
 	t   testing.TB
 	bus *Bus
-	// via[i] is acme's runtime connected to server i; via[0] opens.
-	via    []*ClientDriver
-	opener *ClientDriver
-	home   map[string]int // node id → its server; fixed at Start
-
-	mu    sync.Mutex
-	turns map[string]string // turn id → its node
+	// via[i] is acme's runtime connected to server i; via[0] opens, and
+	// remembers the node of each turn it opened.
+	via  []*ClientDriver
+	home map[string]int // node id → its server; fixed at Start
 }
+
+func (d *clusterDriver) opener() *ClientDriver { return d.via[0] }
 
 // driver is the client a turn's later operations go through: on the
 // first server that is neither the opener's nor the turn's node's.
 func (d *clusterDriver) driver(a authority.AccessContext) *ClientDriver {
-	d.mu.Lock()
-	node, ok := d.turns[a.TurnID]
-	d.mu.Unlock()
-	if !ok { // a turn this driver did not open: any server but the opener's
+	node := d.opener().nodeOf(a.TurnID)
+	if node == "" { // a turn this driver did not open: any server but the opener's
 		return d.via[1]
 	}
 	for _, cd := range d.via[1:] {
@@ -184,24 +179,21 @@ func (d *clusterDriver) Open(ctx context.Context, a authority.AccessContext) (ac
 	if a.TurnID != "" {
 		return d.driver(a).Open(ctx, a)
 	}
-	o, err := d.opener.Open(ctx, a)
+	o, err := d.opener().Open(ctx, a)
 	if err != nil {
 		return o, err
 	}
-	node := d.opener.nodeOf(o.TurnID)
+	node := d.opener().nodeOf(o.TurnID)
 	if _, ok := d.home[node]; !ok {
 		return o, fmt.Errorf("cluster column: turn %s opened on unknown node %q", o.TurnID, node)
 	}
-	d.mu.Lock()
-	d.turns[o.TurnID] = node
-	d.mu.Unlock()
 	return o, nil
 }
 
 // ListTools implements Driver.
 func (d *clusterDriver) ListTools(ctx context.Context, a authority.AccessContext) (actors.ToolList, error) {
 	if a.TurnID == "" {
-		return d.opener.ListTools(ctx, a)
+		return d.opener().ListTools(ctx, a)
 	}
 	return d.driver(a).ListTools(ctx, a)
 }
@@ -209,7 +201,7 @@ func (d *clusterDriver) ListTools(ctx context.Context, a authority.AccessContext
 // ListNamespaces implements Driver.
 func (d *clusterDriver) ListNamespaces(ctx context.Context, a authority.AccessContext) ([]actors.NamespaceInfo, error) {
 	if a.TurnID == "" {
-		return d.opener.ListNamespaces(ctx, a)
+		return d.opener().ListNamespaces(ctx, a)
 	}
 	return d.driver(a).ListNamespaces(ctx, a)
 }
@@ -222,7 +214,7 @@ func (d *clusterDriver) UpdateNamespaces(ctx context.Context, a authority.Access
 // Invoke implements Driver.
 func (d *clusterDriver) Invoke(ctx context.Context, a authority.AccessContext, alias string, args []byte) (actors.CallResult, error) {
 	if a.TurnID == "" {
-		return d.opener.Invoke(ctx, a, alias, args)
+		return d.opener().Invoke(ctx, a, alias, args)
 	}
 	return d.driver(a).Invoke(ctx, a, alias, args)
 }
