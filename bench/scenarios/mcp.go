@@ -7,17 +7,12 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/sharedos/sharedos/actors"
 	"github.com/sharedos/sharedos/bench/harness"
-	"github.com/sharedos/sharedos/internal/audit"
-	"github.com/sharedos/sharedos/internal/mcpprovider"
-	"github.com/sharedos/sharedos/internal/providers"
 )
 
 // The MCP scenarios: the same echo tool on an MCP server built with the
@@ -97,61 +92,18 @@ func (e *Env) FloorMCP(name string) harness.Scenario {
 func (e *Env) MCPProviderScenario(name, floor string) harness.Scenario {
 	return harness.Scenario{
 		Name: name, Floor: floor, Description: "kernel API in process → MCP-backed provider → MCP server over streamable HTTP, audit published async",
-		Setup: func(ctx context.Context, p harness.Params) (_ harness.Target, err error) {
-			t := &mcpTarget{n: &node{prefix: e.prefix()}}
-			defer func() {
-				if err != nil {
-					_ = t.n.close(context.WithoutCancel(ctx))
-				}
-			}()
-			url, err := mcpEchoServer(&t.n.closer)
+		Setup: func(ctx context.Context, p harness.Params) (harness.Target, error) {
+			n, err := e.startNode(ctx, nodeConfig{audit: AuditAsync, tool: toolMCP, stepCeiling: max(64, p.CallsPerTurn)})
 			if err != nil {
 				return nil, err
 			}
-			if t.n.nc, err = e.nodeConn("bench-node-" + t.n.prefix); err != nil {
-				return nil, err
-			}
-			t.n.closer.addConn(t.n.nc)
-			stream := "BENCH_" + strings.ToUpper(t.n.prefix)
-			js, err := audit.NewJetStreamSink(ctx, t.n.nc, audit.JetStreamOptions{
-				Prefix: t.n.prefix, Stream: stream, Durability: AuditAsync, MaxAge: time.Hour, Logger: e.opts.Logger,
-			})
-			if err != nil {
-				return nil, err
-			}
-			t.n.closer.add(deleteStream(t.n.nc, stream))
-			t.n.closer.add(js.Close)
-			// Server id "bench": its tools' namespace and alias prefix; their
-			// capability and requirement are the bench grant's (bench.echo on
-			// bench/echo), as a deployment's configuration maps them.
-			mp, err := mcpprovider.New(mcpServerID, mcpprovider.Config{Transport: "http", URL: url, Capability: "bench", Requirement: "bench/{tool}"},
-				&mcpprovider.Options{Logger: e.opts.Logger})
-			if err != nil {
-				return nil, err
-			}
-			t.mp = mp
-			t.n.closer.add(func(context.Context) error { return mp.Close() })
-			t.n.counted = &counting{ContextToolProvider: mp}
-			auth, err := benchAuthority()
-			if err != nil {
-				return nil, err
-			}
-			if t.n.kernel, err = actors.New(actors.Options{
-				Node: "bench", Providers: []providers.ContextToolProvider{t.n.counted}, Authority: auth, Sink: js,
-				StepCeiling: max(64, p.CallsPerTurn), Logger: e.opts.Logger,
-			}); err != nil {
-				return nil, err
-			}
-			t.n.closer.add(t.n.kernel.Shutdown)
-			t.args = payload(p.PayloadBytes)
-			return t, nil
+			return &mcpTarget{n: n, args: payload(p.PayloadBytes)}, nil
 		},
 	}
 }
 
 type mcpTarget struct {
 	n     *node
-	mp    *mcpprovider.Provider
 	args  []byte
 	turns atomic.Int64
 }
@@ -163,7 +115,7 @@ func (t *mcpTarget) Open(ctx context.Context) (harness.Turn, error) {
 
 func (t *mcpTarget) Close(ctx context.Context) error {
 	if n := t.turns.Load(); n > 0 {
-		fmt.Fprintf(os.Stderr, "%s: %d discoveries over %d turns (%.2f per 1,000 turns)\n", MCPProvider, t.mp.Discoveries(), n, float64(t.mp.Discoveries())*1000/float64(n))
+		fmt.Fprintf(os.Stderr, "%s: %d discoveries over %d turns (%.2f per 1,000 turns)\n", MCPProvider, t.n.mcp.Discoveries(), n, float64(t.n.mcp.Discoveries())*1000/float64(n))
 	}
 	return t.n.close(ctx)
 }

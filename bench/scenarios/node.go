@@ -16,6 +16,7 @@ import (
 	"github.com/sharedos/sharedos/bench/harness"
 	"github.com/sharedos/sharedos/catalog"
 	"github.com/sharedos/sharedos/internal/audit"
+	"github.com/sharedos/sharedos/internal/mcpprovider"
 	"github.com/sharedos/sharedos/internal/natsfront"
 	"github.com/sharedos/sharedos/internal/providers"
 	"github.com/sharedos/sharedos/provider"
@@ -41,6 +42,9 @@ const (
 	// provider SDK's host on its own TCP connection; the node reaches it
 	// through its remote proxy).
 	ToolProvider = "provider"
+	// toolMCP is the tool served by an MCP server over streamable HTTP on
+	// loopback, reached through the MCP-backed provider.
+	toolMCP = "mcp"
 )
 
 // The benchmark principal, its grant, and the tool every scenario calls.
@@ -120,6 +124,7 @@ type node struct {
 	nc      *nats.Conn // the node's own connection
 	prefix  string
 	closer  closer
+	mcp     *mcpprovider.Provider // with toolMCP
 }
 
 type nodeConfig struct {
@@ -193,6 +198,21 @@ func (e *Env) startNode(ctx context.Context, cfg nodeConfig) (_ *node, err error
 		}
 		n.closer.add(host.Stop)
 		p = providers.NewRemote(n.nc, toolProviderID, n.prefix, providers.WithLogger(e.opts.Logger), providers.WithSigner(benchKey))
+	case toolMCP:
+		url, err := mcpEchoServer(&n.closer)
+		if err != nil {
+			return nil, err
+		}
+		// Server id "bench": its tools' namespace and alias prefix; their
+		// capability and requirement are the bench grant's (bench.echo on
+		// bench/echo), as a deployment's configuration maps them.
+		mp, err := mcpprovider.New(mcpServerID, mcpprovider.Config{Transport: "http", URL: url, Capability: "bench", Requirement: "bench/{tool}"},
+			&mcpprovider.Options{Logger: e.opts.Logger})
+		if err != nil {
+			return nil, err
+		}
+		n.closer.add(func(context.Context) error { return mp.Close() })
+		n.mcp, p = mp, mp
 	default:
 		return nil, fmt.Errorf("scenarios: unknown tool placement %q", cfg.tool)
 	}
