@@ -52,16 +52,17 @@ func (n *Node) serveMCP(mux *http.ServeMux, addr net.Addr) error {
 	if n.mcpWatch != nil {
 		n.mcpWatch.Attach(f)
 	}
-	n.mcpFront = f
+	n.mcpFront.Store(f)
 	return nil
 }
 
 // MCPURL is the MCP front's endpoint, or "" when HTTP is off.
 func (n *Node) MCPURL() string {
-	if n.mcpFront == nil {
+	f := n.mcpFront.Load()
+	if f == nil {
 		return ""
 	}
-	return n.mcpFront.URL()
+	return f.URL()
 }
 
 // tokenMinter is the NATS front's way to the MCP front (op token); the MCP
@@ -69,8 +70,9 @@ func (n *Node) MCPURL() string {
 type tokenMinter struct{ n *Node }
 
 func (m tokenMinter) Mint(ctx context.Context, access authority.AccessContext, ttl time.Duration) (mcpfront.Token, error) {
-	if m.n.mcpFront == nil {
+	f := m.n.mcpFront.Load()
+	if f == nil {
 		return mcpfront.Token{}, reason.New(reason.NodeUnavailable, "node %s serves no MCP front (node.http is off, or starting)", m.n.cfg.Node.ID)
 	}
-	return m.n.mcpFront.Mint(ctx, access, ttl)
+	return f.Mint(ctx, access, ttl)
 }

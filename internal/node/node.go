@@ -74,7 +74,9 @@ type Node struct {
 	metrics *metrics
 	// mcpFront serves turns over MCP at /mcp; mcpWatch tells it of
 	// closed turns (internal/node/mcpfront.go).
-	mcpFront *mcpfront.Front
+	// mcpFront is set when the HTTP listener starts, after the NATS front
+	// serves (whose token op reads it): atomic.
+	mcpFront atomic.Pointer[mcpfront.Front]
 	mcpWatch *mcpfront.Watch
 
 	// ids are who may be on the bus; credsDir holds the embedded server's
@@ -514,8 +516,8 @@ func (n *Node) Shutdown(ctx context.Context) error {
 		if n.front != nil {
 			errs = append(errs, n.front.Stop(ctx))
 		}
-		if n.mcpFront != nil {
-			errs = append(errs, n.mcpFront.Close())
+		if f := n.mcpFront.Load(); f != nil {
+			errs = append(errs, f.Close())
 		}
 		if n.kernel != nil {
 			errs = append(errs, n.kernel.Shutdown(ctx))
