@@ -295,8 +295,6 @@ func TestHTTPCredentialsProfilesAndAuthFailure(t *testing.T) {
 	}
 }
 
-var _ = authority.AccessContext{}
-
 // An answer over the response bound is refused before the SDK decodes
 // it, over every transport, as a malformed response.
 func TestOversizedAnswerRefusedOnEveryTransport(t *testing.T) {

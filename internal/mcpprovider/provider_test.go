@@ -2,7 +2,6 @@ package mcpprovider_test
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -279,8 +278,6 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
-
-var _ = errors.Is
 
 // A read-only tool may run on an expired snapshot; when the server then
 // refuses the call because the tool is gone, the provider refreshes and
