@@ -228,7 +228,7 @@ func (n *normalizer) tool(raw json.RawMessage, protocol string, at time.Time) (*
 	}
 	ct, err := catalog.Normalize(n.server, def, n.schema)
 	if err != nil {
-		return nil, &Refusal{Name: w.Name, Reason: strings.TrimPrefix(err.Error(), "catalog: invalid definition: ")}
+		return nil, &Refusal{Name: w.Name, Reason: strings.TrimPrefix(err.Error(), catalog.ErrInvalidDefinition.Error()+": ")}
 	}
 	return &Tool{
 		Server: n.server, Name: w.Name, Title: w.Title, Description: w.Description,
