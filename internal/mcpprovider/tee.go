@@ -252,11 +252,7 @@ func (t *teeRoundTripper) bounded(resp *http.Response, tools *teeTarget) io.Read
 	if tools == nil || resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return &readCloser{Reader: limited, Closer: body}
 	}
-	ct := resp.Header.Get("Content-Type")
-	if i := bytes.IndexByte([]byte(ct), ';'); i >= 0 {
-		ct = ct[:i]
-	}
-	if ct == "text/event-stream" {
+	if ct, _, _ := strings.Cut(resp.Header.Get("Content-Type"), ";"); ct == "text/event-stream" {
 		pr, pw := io.Pipe()
 		go rewriteSSE(pw, limited, int64(t.limit), tools)
 		return &readCloser{Reader: pr, Closer: closers{pr, body}}
