@@ -277,9 +277,9 @@ func NewJetStreamSink(ctx context.Context, nc *nats.Conn, opts JetStreamOptions)
 		return nil, fmt.Errorf("audit: invalid subject prefix %q: want dot-separated tokens of [A-Za-z0-9_-]", opts.Prefix)
 	case opts.Durability != DurabilityAcked && opts.Durability != DurabilityAsync:
 		return nil, fmt.Errorf("audit: invalid durability %q: want %q or %q", opts.Durability, DurabilityAcked, DurabilityAsync)
-	case opts.MaxAge < 0, opts.MaxBytes < 0, opts.Replicas < 0, opts.DuplicateWindow < 0, opts.AckTimeout < 0, opts.MaxPending < 0,
-		opts.MaxPendingBytes < 0, opts.StallWait < 0, opts.MaxSegmentBytes < 0, opts.MaxWait < 0:
-		return nil, errors.New("audit: negative MaxAge, MaxBytes, Replicas, DuplicateWindow, AckTimeout, MaxPending, MaxPendingBytes, StallWait, MaxSegmentBytes or MaxWait")
+	case opts.MaxAge < 0, opts.MaxBytes < 0, opts.Replicas < 0, opts.DuplicateWindow < 0, opts.AckTimeout < 0, opts.RetryWindow < 0,
+		opts.MaxPending < 0, opts.MaxPendingBytes < 0, opts.StallWait < 0, opts.MaxSegmentBytes < 0, opts.MaxWait < 0:
+		return nil, errors.New("audit: negative MaxAge, MaxBytes, Replicas, DuplicateWindow, AckTimeout, RetryWindow, MaxPending, MaxPendingBytes, StallWait, MaxSegmentBytes or MaxWait")
 	case opts.MaxSegmentBytes < 1024 || opts.MaxSegmentBytes > MaxSegmentSize:
 		return nil, fmt.Errorf("audit: MaxSegmentBytes %d must be between 1 KiB and %d", opts.MaxSegmentBytes, MaxSegmentSize)
 	}

@@ -212,7 +212,7 @@ func subjectMatches(filters []string, subject string) bool {
 func TestNewJetStreamSinkRefusesBadOptions(t *testing.T) {
 	_, nc := natstest.Start(t, true)
 	for _, o := range []JetStreamOptions{
-		{Prefix: "a.*"}, {Prefix: "a..b"}, {Prefix: "a b"}, {Durability: "sometimes"}, {AckTimeout: -1},
+		{Prefix: "a.*"}, {Prefix: "a..b"}, {Prefix: "a b"}, {Durability: "sometimes"}, {AckTimeout: -1}, {RetryWindow: -1},
 	} {
 		if _, err := NewJetStreamSink(ctxT(t, 5*time.Second), nc, o); err == nil {
 			t.Errorf("NewJetStreamSink(%+v) succeeded", o)
