@@ -22,6 +22,7 @@ import (
 	"github.com/sharedos/sharedos/catalog"
 	"github.com/sharedos/sharedos/internal/audit"
 	"github.com/sharedos/sharedos/internal/identity"
+	"github.com/sharedos/sharedos/internal/mcpfront"
 	"github.com/sharedos/sharedos/internal/mcpprovider"
 	"github.com/sharedos/sharedos/internal/providers"
 	"github.com/sharedos/sharedos/internal/ratelimit"
@@ -62,6 +63,9 @@ type ClusterNode struct {
 	ID      string `yaml:"id"`
 	DataDir string `yaml:"data_dir"` // default <node.data_dir>/<id>
 	HTTP    string `yaml:"http"`     // the node's HTTP address; default "off"
+	// MCPURL is the node's public MCP URL (node.mcp_url); default
+	// node.mcp_url.
+	MCPURL string `yaml:"mcp_url"`
 	// Host, Port and ClusterPort are the node's embedded server's client
 	// and route listeners.
 	Host        string `yaml:"host"`
@@ -92,9 +96,20 @@ type Node struct {
 	ID string `yaml:"id"`
 	// DataDir holds JetStream's store and the node's keys. Default "./data".
 	DataDir string `yaml:"data_dir"`
-	// HTTP is the address of /metrics, /healthz and /readyz. Default
-	// "127.0.0.1:8321"; "off" disables it.
+	// HTTP is the address of /metrics, /healthz and /readyz, and of the
+	// MCP front's endpoint (/mcp). Default "127.0.0.1:8321"; "off"
+	// disables it.
 	HTTP string `yaml:"http"`
+	// MCPURL is the public URL of the MCP front's endpoint, as sandboxes
+	// reach it ("https://mcp.example.com/mcp"): every execution token's
+	// audience and the URL `node turn token` gives. Set it when clients
+	// reach the node through a load balancer, a reverse proxy or a public
+	// hostname. An absolute http or https URL whose path ends with /mcp
+	// (a proxy that adds a prefix strips it: the node serves /mcp); no
+	// query, fragment or credentials. Default: derived from node.http
+	// (loopback when it listens on every interface). In a cluster it is
+	// every node's unless cluster.nodes[].mcp_url sets the node's own.
+	MCPURL string `yaml:"mcp_url"`
 	// ShutdownTimeout bounds draining on SIGTERM. Default 15s.
 	ShutdownTimeout Duration `yaml:"shutdown_timeout"`
 	// CredsDir holds the bus identities' seeds (docs/security.md).
@@ -390,6 +405,14 @@ func (c *Config) Validate() error {
 	if !prefixPattern.MatchString(c.NATS.Prefix) {
 		add("nats.prefix %q is not a valid subject prefix", c.NATS.Prefix)
 	}
+	if c.Node.MCPURL != "" {
+		if err := checkMCPURL(c.Node.MCPURL); err != nil {
+			add("node.mcp_url: %v", err)
+		}
+		if c.Node.HTTP == "off" && len(c.Cluster.Nodes) == 0 {
+			add("node.mcp_url is set but node.http is off: the MCP front is served on the HTTP listener")
+		}
+	}
 	switch c.Audit.Durability {
 	case "acked", "async":
 	default:
@@ -454,6 +477,14 @@ func (c *Config) Validate() error {
 				add("cluster.nodes[%d]: id %s listed twice", i, n.ID)
 			}
 			seen[n.ID] = true
+			if n.MCPURL != "" {
+				if err := checkMCPURL(n.MCPURL); err != nil {
+					add("cluster.nodes[%d] (%s): mcp_url: %v", i, n.ID, err)
+				}
+				if n.HTTP == "off" {
+					add("cluster.nodes[%d] (%s): mcp_url is set but http is off: the MCP front is served on the HTTP listener", i, n.ID)
+				}
+			}
 			if n.Port <= 0 || n.Port > 65535 || n.ClusterPort <= 0 || n.ClusterPort > 65535 {
 				add("cluster.nodes[%d] (%s): port and cluster_port are required (1-65535)", i, n.ID)
 			}
@@ -549,6 +580,26 @@ func (c *Config) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// checkMCPURL checks a public URL of the MCP front (node.mcp_url).
+func checkMCPURL(raw string) error {
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%q is not a URL: %v", raw, err)
+	case u.Scheme != "http" && u.Scheme != "https" || u.Host == "" || u.Opaque != "":
+		return fmt.Errorf("%q must be an absolute http or https URL (\"https://mcp.example.com/mcp\")", raw)
+	case u.Hostname() == "":
+		return fmt.Errorf("%q names no host", raw)
+	case u.User != nil:
+		return fmt.Errorf("%s://%s…: a URL with credentials cannot be a token's audience", u.Scheme, u.Hostname())
+	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
+		return fmt.Errorf("%q must have no query or fragment", raw)
+	case !strings.HasSuffix(u.Path, mcpfront.Path):
+		return fmt.Errorf("%q: the path %q must end with %s, where the node serves the endpoint (a proxy that adds a prefix strips it)", raw, u.Path, mcpfront.Path)
+	}
+	return nil
 }
 
 // loopbackURL reports whether a NATS URL names a loopback host.
@@ -649,6 +700,9 @@ func (c *Config) ForNode(id string) (*Config, error) {
 	n := c.Cluster.Nodes[i]
 	out := *c
 	out.Node.ID, out.Node.DataDir, out.Node.HTTP = n.ID, n.DataDir, n.HTTP
+	if n.MCPURL != "" {
+		out.Node.MCPURL = n.MCPURL
+	}
 	out.NATS.Embedded.Host, out.NATS.Embedded.Port = n.Host, n.Port
 	out.NATS.Embedded.ClusterName, out.NATS.Embedded.ClusterHost, out.NATS.Embedded.ClusterPort = c.Cluster.Name, n.Host, n.ClusterPort
 	if out.Audit.KeyFile == "" {

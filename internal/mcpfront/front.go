@@ -44,8 +44,10 @@ type Options struct {
 	// TrustedKeys are further public keys whose tokens are admitted
 	// (other nodes'); the front's own key is always trusted.
 	TrustedKeys []ed25519.PublicKey
-	// URL is the endpoint's URL as clients reach it ("http://host:port/mcp"):
-	// every token's audience. Required.
+	// URL is the endpoint's URL as clients reach it ("http://host:port/mcp",
+	// or a public URL in front of the node, "https://mcp.example.com/mcp"):
+	// every token's audience. Its path ends with Path, where Mount serves
+	// the endpoint (a proxy that adds a prefix strips it). Required.
 	URL string
 	// AllowedOrigins are the browser origins ("https://app.example") whose
 	// requests are served; a request with any other Origin is refused 403.
@@ -94,6 +96,9 @@ func (o *Options) defaults() error {
 	u, err := url.Parse(o.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fmt.Errorf("mcpfront: Options.URL %q is not an http(s) URL", o.URL)
+	}
+	if !strings.HasSuffix(u.Path, Path) {
+		return fmt.Errorf("mcpfront: Options.URL %q: its path must end with %s, where the endpoint is served", o.URL, Path)
 	}
 	if o.MaxRequestBodyBytes == 0 {
 		o.MaxRequestBodyBytes = 1 << 20
@@ -218,15 +223,23 @@ func MetadataPath(path string) string { return "/.well-known/oauth-protected-res
 // URL is the endpoint's URL (the tokens' audience).
 func (f *Front) URL() string { return f.opts.URL }
 
-// Mount serves the front on mux: the endpoint at its URL's path and the
-// protected-resource metadata.
+// Mount serves the front on mux: the endpoint at Path and the
+// protected-resource metadata at MetadataPath(Path). When the URL is a
+// public one with a longer path ("/team/mcp", a proxy stripping the
+// prefix), the metadata is served at its own path too, where clients
+// look for it (MetadataPath of the URL's path), for a proxy that passes
+// /.well-known/ through unchanged.
 func (f *Front) Mount(mux *http.ServeMux) {
 	u, _ := url.Parse(f.opts.URL)
-	mux.Handle(u.Path, f.handler)
-	mux.Handle("GET "+MetadataPath(u.Path), auth.ProtectedResourceMetadataHandler(&oauthex.ProtectedResourceMetadata{
+	mux.Handle(Path, f.handler)
+	meta := auth.ProtectedResourceMetadataHandler(&oauthex.ProtectedResourceMetadata{
 		Resource: f.opts.URL, BearerMethodsSupported: []string{"header"}, ResourceName: "SharedOS turn (MCP front)",
 		ResourceDocumentation: "https://github.com/sharedos/sharedos/blob/main/docs/protocol.md#execution-tokens",
-	}))
+	})
+	mux.Handle("GET "+MetadataPath(Path), meta)
+	if u.Path != Path {
+		mux.Handle("GET "+MetadataPath(u.Path), meta)
+	}
 }
 
 // Handler is the endpoint's handler (Mount serves it with the metadata).

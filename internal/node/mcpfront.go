@@ -26,20 +26,25 @@ func (n *Node) watchTurns(next audit.Sink) audit.Sink {
 }
 
 // serveMCP mounts the MCP front on the HTTP listener's mux. Its URL (every
-// token's audience) is the listener's address, loopback when it listens
-// on every interface. It also serves, on the bus, the requests other
+// token's audience) is node.mcp_url when set (the public URL clients
+// reach, through a load balancer or proxy), else the listener's address,
+// loopback when it listens on every interface. It also serves, on the bus, the requests other
 // nodes' fronts forward to this node's turns (mcpfront.ForwardSubject):
 // any node's /mcp serves any turn of the cluster.
 func (n *Node) serveMCP(mux *http.ServeMux, addr net.Addr) error {
-	host, port, err := net.SplitHostPort(addr.String())
-	if err != nil {
-		return fmt.Errorf("node: mcp front: %w", err)
-	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
-		host = "127.0.0.1"
+	endpoint := n.cfg.Node.MCPURL
+	if endpoint == "" {
+		host, port, err := net.SplitHostPort(addr.String())
+		if err != nil {
+			return fmt.Errorf("node: mcp front: %w", err)
+		}
+		if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+			host = "127.0.0.1"
+		}
+		endpoint = "http://" + net.JoinHostPort(host, port) + mcpfront.Path
 	}
 	f, err := mcpfront.New(mcpfront.Options{
-		Kernel: n.kernel, Key: n.key, URL: "http://" + net.JoinHostPort(host, port) + mcpfront.Path, Logger: n.log,
+		Kernel: n.kernel, Key: n.key, URL: endpoint, Logger: n.log,
 		Bus: n.nc, BusPrefix: n.cfg.NATS.Prefix,
 	})
 	if err != nil {
