@@ -7,3 +7,17 @@ func SDKHandler(f *Front) http.Handler { return f.sdkHandler }
 
 // FastServed is how many requests f's fast path answered.
 func FastServed(f *Front) int64 { return f.fastServed.Load() }
+
+// HoldForwardSlots takes every slot for forwarded requests on f, as if
+// that many were being served; release gives them back.
+func HoldForwardSlots(f *Front) (release func()) {
+	n := cap(f.fwdSlots)
+	for range n {
+		f.fwdSlots <- struct{}{}
+	}
+	return func() {
+		for range n {
+			<-f.fwdSlots
+		}
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/nats-io/nats.go"
 
 	"github.com/sharedos/sharedos/reason"
@@ -128,7 +129,7 @@ func (f *Front) forward(w http.ResponseWriter, r *http.Request, c *Claims) {
 		return
 	}
 	if !validNodeID(c.Node) {
-		f.refuse(w, nil, http.StatusForbidden, reason.TurnNotFound, "turn %s names node %q, which is not a node id", c.Turn, c.Node)
+		f.refuse(w, r, nil, http.StatusForbidden, nil, reason.TurnNotFound, "turn %s names node %q, which is not a node id", c.Turn, c.Node)
 		return
 	}
 	var body []byte
@@ -162,28 +163,28 @@ func (f *Front) forward(w http.ResponseWriter, r *http.Request, c *Claims) {
 	switch {
 	case err == nil:
 	case errors.Is(err, nats.ErrMaxPayload):
-		f.refuse(w, body, http.StatusRequestEntityTooLarge, reason.InvalidRequest,
+		f.refuse(w, r, body, http.StatusRequestEntityTooLarge, &notDispatched, reason.InvalidRequest,
 			"the request (%d bytes with its headers) is larger than the bus carries (%d bytes): it cannot be forwarded to node %s, which serves turn %s",
 			len(body)+headerBytes(msg.Header), f.opts.Bus.MaxPayload(), c.Node, c.Turn)
 		return
 	case errors.Is(err, nats.ErrNoResponders):
-		f.refuse(w, body, http.StatusServiceUnavailable, reason.NodeUnavailable,
+		f.refuse(w, r, body, http.StatusServiceUnavailable, &notDispatched, reason.NodeUnavailable,
 			"turn %s is served by node %s, which does not answer (stopped or unreachable)", c.Turn, c.Node)
 		return
 	case errors.Is(err, context.DeadlineExceeded) && r.Context().Err() == nil:
-		f.refuse(w, body, http.StatusGatewayTimeout, reason.NodeUnavailable,
-			"node %s, which serves turn %s, did not answer within %v", c.Node, c.Turn, f.opts.RequestTimeout)
+		f.refuse(w, r, body, http.StatusGatewayTimeout, nil, reason.DeadlineExceeded,
+			"node %s, which serves turn %s, did not answer within %v (a call may have run there)", c.Node, c.Turn, f.opts.RequestTimeout)
 		return
 	case r.Context().Err() != nil:
 		return // the client went away
 	default:
-		f.refuse(w, body, http.StatusBadGateway, reason.NodeUnavailable,
+		f.refuse(w, r, body, http.StatusBadGateway, nil, reason.NodeUnavailable,
 			"forwarding to node %s, which serves turn %s: %v", c.Node, c.Turn, err)
 		return
 	}
 	status, err := strconv.Atoi(resp.Header.Get(hdrStatus))
 	if err != nil || status < 100 || status > 599 {
-		f.refuse(w, body, http.StatusBadGateway, reason.Internal, "node %s answered a forwarded request without a status", c.Node)
+		f.refuse(w, r, body, http.StatusBadGateway, nil, reason.Internal, "node %s answered a forwarded request without a status", c.Node)
 		return
 	}
 	h := w.Header()
@@ -203,7 +204,7 @@ func (f *Front) serveForwarded(m *nats.Msg) {
 	select {
 	case f.fwdSlots <- struct{}{}:
 	default:
-		f.replyForwarded(m, errorAnswer(m.Data, http.StatusServiceUnavailable, reason.Overloaded,
+		f.replyForwarded(m, errorAnswer(m.Data, m.Header.Get(hdrVersion), http.StatusServiceUnavailable, &notDispatched, reason.Overloaded,
 			fmt.Sprintf("node %s serves %d forwarded requests already", f.k.Node(), maxForwardsInFlight)))
 		return
 	}
@@ -227,7 +228,7 @@ func (f *Front) answerForwarded(m *nats.Msg) *bufferedWriter {
 	}
 	r, err := http.NewRequestWithContext(ctx, method, f.opts.URL, bytes.NewReader(m.Data))
 	if err != nil {
-		return errorAnswer(m.Data, http.StatusBadRequest, reason.InvalidRequest, "forwarded request: "+err.Error())
+		return errorAnswer(m.Data, m.Header.Get(hdrVersion), http.StatusBadRequest, &notDispatched, reason.InvalidRequest, "forwarded request: "+err.Error())
 	}
 	for k, vs := range m.Header {
 		if forwardedHeader(k) {
@@ -251,7 +252,7 @@ func (f *Front) answerForwarded(m *nats.Msg) *bufferedWriter {
 	// Stateless and answering with JSON, the front never streams; should
 	// an answer be an event stream, it is not forwarded.
 	if ct := baseMediaType(bw.header.Get("Content-Type")); ct == "text/event-stream" {
-		return errorAnswer(m.Data, http.StatusNotImplemented, reason.InvalidRequest,
+		return errorAnswer(m.Data, m.Header.Get(hdrVersion), http.StatusNotImplemented, nil, reason.InvalidRequest,
 			fmt.Sprintf("node %s answered with an event stream, which is not forwarded between nodes: connect to %s", f.k.Node(), f.opts.URL))
 	}
 	return bw
@@ -271,8 +272,8 @@ func (f *Front) replyForwarded(m *nats.Msg, a *bufferedWriter) {
 	err := m.RespondMsg(out)
 	if errors.Is(err, nats.ErrMaxPayload) {
 		size := len(out.Data) + headerBytes(out.Header)
-		a = errorAnswer(m.Data, http.StatusBadGateway, reason.Overloaded,
-			fmt.Sprintf("node %s's answer (%d bytes with its headers) is larger than the bus carries (%d bytes): it cannot be relayed; connect to %s",
+		a = errorAnswer(m.Data, m.Header.Get(hdrVersion), http.StatusBadGateway, nil, reason.ResultTooLarge,
+			fmt.Sprintf("node %s's answer (%d bytes with its headers) is larger than the bus carries (%d bytes): the request was served there, but its answer cannot be relayed; connect to %s",
 				f.k.Node(), size, f.opts.Bus.MaxPayload(), f.opts.URL))
 		out = nats.NewMsg(m.Reply)
 		for k, vs := range a.header {
@@ -287,10 +288,9 @@ func (f *Front) replyForwarded(m *nats.Msg, a *bufferedWriter) {
 	}
 }
 
-// refuse answers the request whose body is body with a JSON-RPC error
-// (code CodeRefused, data {code, message}) and status.
-func (f *Front) refuse(w http.ResponseWriter, body []byte, status int, code reason.Code, format string, args ...any) {
-	a := errorAnswer(body, status, code, fmt.Sprintf(format, args...))
+// refuse answers r, whose body is body, with errorAnswer.
+func (f *Front) refuse(w http.ResponseWriter, r *http.Request, body []byte, status int, dispatched *bool, code reason.Code, format string, args ...any) {
+	a := errorAnswer(body, r.Header.Get(hdrVersion), status, dispatched, code, fmt.Sprintf(format, args...))
 	for k, vs := range a.header {
 		w.Header()[k] = vs
 	}
@@ -298,20 +298,63 @@ func (f *Front) refuse(w http.ResponseWriter, body []byte, status int, code reas
 	_, _ = w.Write(a.buf.Bytes())
 }
 
-// errorAnswer is a JSON-RPC error answering the request whose body is
-// body (its id, when it has one).
-func errorAnswer(body []byte, status int, code reason.Code, msg string) *bufferedWriter {
+// hdrVersion is the MCP protocol-version header.
+const hdrVersion = "Mcp-Protocol-Version"
+
+// notDispatched is a Refusal's dispatched: false (the call never reached
+// the turn's node, or was refused there before the turn saw it).
+var notDispatched = false
+
+// errorAnswer is the front's own refusal of the request whose body is
+// body, in a form MCP clients read. A failure on the server's side
+// (status 5xx: the turn's node gone, silent or overloaded, an answer the
+// bus cannot carry) of a JSON-RPC request is answered as MCP's
+// Streamable HTTP transport answers a request that reached the server:
+// HTTP 200 with a JSON-RPC response — for tools/call a tool error
+// (isError, structuredContent a Refusal with the reason code, as the turn's
+// own refusals), for any other method a JSON-RPC error (code CodeRefused,
+// data {code, message}, as a refused listing). Clients read neither from
+// a 5xx (the official Go SDK's client reports only the status text), so
+// status is used only for what is not a request (a notification, a
+// batch, a body that is not JSON-RPC), with the JSON-RPC error and id
+// null. A 4xx status (a request larger than the bus carries, a token
+// naming no node) is kept, with the JSON-RPC error: clients read those.
+// version is the request's protocol-version header.
+func errorAnswer(body []byte, version string, status int, dispatched *bool, code reason.Code, msg string) *bufferedWriter {
 	var req struct {
-		ID json.RawMessage `json:"id"`
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
 	}
-	_ = json.Unmarshal(body, &req)
-	if len(req.ID) == 0 {
+	isRequest := json.Unmarshal(body, &req) == nil && req.Method != "" && len(req.ID) > 0 &&
+		(req.ID[0] == '"' || req.ID[0] == '-' || req.ID[0] >= '0' && req.ID[0] <= '9') // a string or a number
+	if len(req.ID) == 0 || !isRequest {
 		req.ID = json.RawMessage("null")
 	}
-	out, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": req.ID, "error": map[string]any{
-		"code": CodeRefused, "message": msg, "data": map[string]string{"code": string(code), "message": msg}}})
 	a := &bufferedWriter{header: http.Header{}, status: status}
 	a.header.Set("Content-Type", "application/json")
+	var out []byte
+	if isRequest && status >= 500 {
+		a.status = http.StatusOK
+		a.header.Set("Cache-Control", "no-cache, no-transform")
+		if req.Method == "tools/call" {
+			res := &mcp.CallToolResult{
+				IsError:           true,
+				Content:           []mcp.Content{&mcp.TextContent{Text: string(code) + ": " + msg}},
+				StructuredContent: Refusal{Code: string(code), Message: msg, Dispatched: dispatched},
+			}
+			if version == modernRevision {
+				annotate(&res.Meta)
+			}
+			result, err := sdkMarshal(res)
+			if err == nil {
+				out = append(append(append(append([]byte(`{"jsonrpc":"2.0","id":`), req.ID...), `,"result":`...), result...), '}')
+			}
+		}
+	}
+	if out == nil {
+		out, _ = json.Marshal(map[string]any{"jsonrpc": "2.0", "id": req.ID, "error": map[string]any{
+			"code": CodeRefused, "message": msg, "data": map[string]string{"code": string(code), "message": msg}}})
+	}
 	a.buf.Write(out)
 	return a
 }

@@ -4,12 +4,16 @@ import (
 	"bytes"
 	"crypto/ed25519"
 	"crypto/rand"
+	"encoding/json"
+	"errors"
 	"net/http"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/nats-io/nats.go"
 
 	"github.com/sharedos/sharedos/actors"
@@ -108,7 +112,8 @@ func TestForwardIsOneHopAndTheOwnerChecksTheAudience(t *testing.T) {
 }
 
 // Sizes: a request or an answer larger than the bus carries is refused
-// with a clear error, never truncated.
+// with a clear error, never truncated: a request 413, an answer as a tool
+// error result_too_large (the call ran on the turn's node).
 func TestForwardRefusesWhatTheBusCannotCarry(t *testing.T) {
 	a, b, _, _ := forwardPair(t, 4500)
 	_, tok := b.open(t, conformance.Ada)
@@ -120,7 +125,7 @@ func TestForwardRefusesWhatTheBusCannotCarry(t *testing.T) {
 		t.Fatalf("direct: %d, %d bytes: the test needs an answer over 7 KB: %.300s", s, len(body), body)
 	}
 	s, _, body := fwdPost(t, a.url, tok.Token, echo)
-	if s != http.StatusBadGateway || !strings.Contains(body, "larger than the bus carries") || !strings.Contains(body, `"id":1`) {
+	if s != http.StatusOK || !strings.Contains(body, "larger than the bus carries") || !strings.Contains(body, `"id":1`) || !strings.Contains(body, `"isError":true`) || !strings.Contains(body, `"code":"result_too_large"`) {
 		t.Fatalf("an answer over the bus's bound: %d %s", s, body)
 	}
 	big := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"notion_search","arguments":{"workspace":"acme","query":"` + string(bytes.Repeat([]byte("q"), 5000)) + `"}}}`
@@ -130,8 +135,9 @@ func TestForwardRefusesWhatTheBusCannotCarry(t *testing.T) {
 	}
 }
 
-// A node that takes the request and does not answer: the edge answers 504
-// at its request timeout, and tells the node how long it has.
+// A node that takes the request and does not answer: the edge answers
+// deadline_exceeded at its request timeout (HTTP 200, a JSON-RPC error
+// for a listing), and tells the node how long it has.
 func TestForwardHonoursTheDeadline(t *testing.T) {
 	a, b, nc, key := forwardPair(t, 0, func(o *mcpfront.Options) { o.RequestTimeout = 300 * time.Millisecond })
 	_, tok := b.open(t, conformance.Ada)
@@ -146,10 +152,65 @@ func TestForwardHonoursTheDeadline(t *testing.T) {
 	defer sub.Unsubscribe()
 	t0 := time.Now()
 	s, _, body := fwdPost(t, a.url, silent, `{"jsonrpc":"2.0","id":9,"method":"tools/list"}`)
-	if d := time.Since(t0); s != http.StatusGatewayTimeout || !strings.Contains(body, "node-x") || !strings.Contains(body, `"id":9`) || d > 2*time.Second {
+	if d := time.Since(t0); s != http.StatusOK || !strings.Contains(body, "node-x") || !strings.Contains(body, `"id":9`) || !strings.Contains(body, `"code":"deadline_exceeded"`) || d > 2*time.Second {
 		t.Fatalf("a node that does not answer: %d after %v: %s", s, d, body)
 	}
 	if ms, err := strconv.Atoi(<-left); err != nil || ms <= 0 || ms > 300 {
 		t.Fatalf("time left sent: %d ms (%v), want (0, 300]", ms, err)
+	}
+}
+
+// A sandbox reads why when the front, not the turn, fails its request:
+// the turn's node overloaded, or gone. The official SDK's client at
+// node-a, for node-b's turn, at each revision: a call is answered with a
+// tool error whose structuredContent carries the reason code (and that
+// the call was not dispatched), a listing with a JSON-RPC error whose data
+// carries it — both with HTTP 200, as MCP's Streamable HTTP transport
+// answers a request that reached the server; from a 5xx the client would
+// show only "Service Unavailable".
+func TestForwardFailuresReachTheSDKClient(t *testing.T) {
+	a, b, _, _ := forwardPair(t, 0)
+	_, tok := b.open(t, conformance.Ada)
+	versions := []string{"2026-07-28", "2025-11-25", "2025-06-18"}
+	sessions := make([]*mcp.ClientSession, len(versions))
+	for i, v := range versions {
+		sessions[i] = a.connect(t, tok.Token, v)
+	}
+	expect := func(what, code string) {
+		t.Helper()
+		for i, s := range sessions {
+			res, err := s.CallTool(testCtx(t), &mcp.CallToolParams{Name: "notion_search", Arguments: callArgs("acme")})
+			if err != nil {
+				t.Fatalf("%s, %s: call: %v, want a tool error", what, versions[i], err)
+			}
+			b, _ := json.Marshal(res.StructuredContent)
+			var r mcpfront.Refusal
+			if !res.IsError || json.Unmarshal(b, &r) != nil || r.Code != code || !strings.Contains(r.Message, "node-b") || r.Dispatched == nil || *r.Dispatched {
+				t.Fatalf("%s, %s: call answered %+v (%s), want %s naming node-b, not dispatched", what, versions[i], res, b, code)
+			}
+			_, err = s.ListTools(testCtx(t), nil)
+			var je *jsonrpc.Error
+			var data struct{ Code, Message string }
+			if !errors.As(err, &je) || je.Code != mcpfront.CodeRefused || json.Unmarshal(je.Data, &data) != nil || data.Code != code || !strings.Contains(data.Message, "node-b") {
+				t.Fatalf("%s, %s: listing: %v, want a JSON-RPC error with %s", what, versions[i], err, code)
+			}
+		}
+	}
+	release := mcpfront.HoldForwardSlots(b.front)
+	expect("node-b overloaded", "overloaded")
+	release()
+	if res, err := sessions[0].CallTool(testCtx(t), &mcp.CallToolParams{Name: "notion_search", Arguments: callArgs("acme")}); err != nil || res.IsError {
+		t.Fatalf("once node-b has room: %+v %v", res, err)
+	}
+	if err := b.front.Close(); err != nil { // node-b no longer answers
+		t.Fatal(err)
+	}
+	expect("node-b gone", "node_unavailable")
+
+	// What is not a request keeps its status: a notification has no
+	// answer to carry a reason.
+	s, _, body := fwdPost(t, a.url, tok.Token, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	if s != http.StatusServiceUnavailable || !strings.Contains(body, "node_unavailable") {
+		t.Fatalf("a notification for a node gone: %d %s", s, body)
 	}
 }

@@ -3,6 +3,7 @@ package node_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
@@ -46,8 +47,8 @@ func postMCP(t *testing.T, url, tok string, body []byte, hdr map[string]string) 
 // turn protocol) works at another node's /mcp, which forwards over NATS;
 // the audit shows the calls under the turn's catalogHash with transport
 // mcp; the forwarding subject is closed to runtimes; oversized requests
-// are refused; once the turn's node stops, its tokens get a clear 503
-// naming it, at once.
+// are refused; once the turn's node stops, its tokens get a clear
+// node_unavailable naming it, at once, which the SDK's client shows.
 func TestMCPFrontForwardsToTheTurnsNode(t *testing.T) {
 	cfg := clusterConfig(t, 3)
 	for i := range cfg.Cluster.Nodes {
@@ -126,23 +127,30 @@ func TestMCPFrontForwardsToTheTurnsNode(t *testing.T) {
 		t.Fatalf("raw list through another node: %d %.300s", code, body)
 	}
 
-	// The turn's node stops: its token is answered 503 naming the node,
-	// promptly.
+	// The turn's node stops: its token is answered node_unavailable naming
+	// the node, promptly, as a JSON-RPC answer (HTTP 200: a client reads
+	// no body from a 5xx).
 	if err := nodes[owner].Shutdown(ctx(t)); err != nil {
 		t.Fatal(err)
 	}
 	t0 := time.Now()
 	code, body := postMCP(t, edgeURL, tok.Token, list, nil)
-	if code != http.StatusServiceUnavailable || !strings.Contains(body, turn.Handle.Node) || !strings.Contains(body, "node_unavailable") || !strings.Contains(body, `"id":7`) {
+	if code != http.StatusOK || !strings.Contains(body, turn.Handle.Node) || !strings.Contains(body, `"code":"node_unavailable"`) || !strings.Contains(body, `"id":7`) {
 		t.Fatalf("after the turn's node stopped: %d %s", code, body)
 	}
 	if d := time.Since(t0); d > 2*time.Second {
 		t.Fatalf("refused after %v", d)
 	}
-	// The SDK's client reads no body from a 5xx: it says Service
-	// Unavailable (and keeps the session: 503 is transient to it).
+	// The SDK's client gets a tool error carrying the reason code, the
+	// node, and that the call was not dispatched.
 	t0 = time.Now()
-	if _, err := s.CallTool(ctx(t), &mcp.CallToolParams{Name: "notes_put", Arguments: map[string]any{"space": "acme", "title": "t"}}); err == nil || !strings.Contains(err.Error(), "Service Unavailable") || time.Since(t0) > 2*time.Second {
+	res, err := s.CallTool(ctx(t), &mcp.CallToolParams{Name: "notes_put", Arguments: map[string]any{"space": "acme", "title": "t"}})
+	if err != nil || time.Since(t0) > 2*time.Second {
 		t.Fatalf("SDK client after the turn's node stopped: %v after %v", err, time.Since(t0))
+	}
+	b, _ := json.Marshal(res.StructuredContent)
+	var r mcpfront.Refusal
+	if !res.IsError || json.Unmarshal(b, &r) != nil || r.Code != "node_unavailable" || !strings.Contains(r.Message, turn.Handle.Node) || r.Dispatched == nil || *r.Dispatched {
+		t.Fatalf("SDK client after the turn's node stopped: %+v %s", res, b)
 	}
 }
