@@ -71,7 +71,38 @@ func Start(opts Options) (*Env, error) {
 		return nil, fmt.Errorf("scenarios: starting NATS: %w", err)
 	}
 	e.srv = srv
+	if err := anchorStream(srv); err != nil {
+		e.Close()
+		return nil, err
+	}
 	return e, nil
+}
+
+// anchorStream creates a file stream that lives as long as the server.
+// nats-server (v2.15.2, stream.go) removes the account's empty streams
+// directory in a goroutine after a stream is deleted; a stream created at
+// that moment can find its parent gone mid-MkdirAll and is refused "error
+// creating store for stream" (seen in CI when one scenario's stream was
+// deleted as the next one's was created). With a stream that is never
+// deleted, the directory is never empty and never removed.
+func anchorStream(srv *natsserver.Server) error {
+	nc, err := srv.ConnectInProcess(nats.Name("bench-anchor"))
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{
+		Name: "BENCH_ANCHOR", Subjects: []string{"bench-anchor"}, Storage: jetstream.FileStorage,
+	}); err != nil {
+		return fmt.Errorf("scenarios: creating the anchor stream: %w", err)
+	}
+	return nil
 }
 
 // Close stops the servers and removes temporary stores. Idempotent.
@@ -117,6 +148,11 @@ func (e *Env) server(sync bool) (*natsserver.Server, error) {
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("scenarios: starting the sync_always NATS server: %w", err)
+	}
+	if err := anchorStream(srv); err != nil {
+		srv.Shutdown()
+		_ = os.RemoveAll(dir)
+		return nil, err
 	}
 	e.syncSrv, e.syncTempDir = srv, dir
 	return srv, nil
