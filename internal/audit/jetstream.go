@@ -26,10 +26,14 @@ var unavailableCode = reason.Internal
 
 // Defaults for JetStreamOptions.
 const (
-	DefaultPrefix     = "sharedos"
-	DefaultStream     = "SHAREDOS_AUDIT"
-	DefaultMaxAge     = 30 * 24 * time.Hour
-	DefaultAckTimeout = 5 * time.Second
+	DefaultPrefix = "sharedos"
+	DefaultStream = "SHAREDOS_AUDIT"
+	DefaultMaxAge = 30 * 24 * time.Hour
+	// DefaultAckTimeout is how long one publish of a segment waits for
+	// its ack before the segment is published again: far above a
+	// healthy stream's ack (milliseconds, fsync included), and the stall
+	// a segment lost with its stream leader costs the calls behind it.
+	DefaultAckTimeout = time.Second
 	// DefaultRetryWindow is how long a commit retries a segment the stream
 	// did not acknowledge: long enough for JetStream to elect a new stream
 	// leader (a few seconds), well inside the default call timeout (30s).
@@ -97,7 +101,7 @@ type JetStreamOptions struct {
 	// node keeps serving when the audit stream is down.
 	FailOpen bool
 	// AckTimeout bounds how long one attempt waits for the stream to
-	// acknowledge a segment, default 5s.
+	// acknowledge a segment, default DefaultAckTimeout (1s).
 	AckTimeout time.Duration
 	// RetryWindow is how long a commit keeps publishing a segment the
 	// stream did not acknowledge (a stream leader lost, a server

@@ -249,6 +249,19 @@ type Audit struct {
 	// it a record waits briefly for room, then is refused overloaded.
 	// Default 16384.
 	MaxPending int `yaml:"max_pending"`
+	// AckTimeout is how long the audit writer waits for the stream to
+	// acknowledge one segment before it publishes it again (same segment
+	// id: stored once). A segment in flight when the stream's leader is
+	// lost is never acknowledged, so this is the stall a leader change
+	// costs the calls behind it. Default 1s; between 100ms and
+	// retry_window.
+	AckTimeout Duration `yaml:"ack_timeout"`
+	// RetryWindow is how long the writer keeps publishing a segment the
+	// stream has not acknowledged before its records' calls are refused
+	// audit_unavailable. Default 10s (half kernel.call_timeout when that
+	// is shorter); below kernel.call_timeout, since a call in acked mode
+	// waits through it.
+	RetryWindow Duration `yaml:"retry_window"`
 }
 
 // Principal is a principal and its grants.
@@ -382,6 +395,12 @@ func (c *Config) defaults() {
 	if c.Audit.MaxPending == 0 {
 		c.Audit.MaxPending = 16384
 	}
+	if c.Audit.RetryWindow == 0 {
+		c.Audit.RetryWindow = min(Duration(10*time.Second), c.Kernel.CallTimeout/2)
+	}
+	if c.Audit.AckTimeout == 0 {
+		c.Audit.AckTimeout = min(Duration(time.Second), c.Audit.RetryWindow)
+	}
 	if c.Audit.Replicas == 0 {
 		c.Audit.Replicas = 1
 	}
@@ -429,6 +448,12 @@ func (c *Config) Validate() error {
 	}
 	if c.Audit.MaxPending < 0 {
 		add("audit.max_pending must not be negative")
+	}
+	if a, r := c.Audit.AckTimeout, c.Audit.RetryWindow; a < Duration(100*time.Millisecond) || a > r {
+		add("audit.ack_timeout %s must be at least 100ms and at most audit.retry_window (%s)", time.Duration(a), time.Duration(r))
+	}
+	if r := c.Audit.RetryWindow; r >= c.Kernel.CallTimeout {
+		add("audit.retry_window %s must be below kernel.call_timeout (%s): a call in acked mode waits through it", time.Duration(r), time.Duration(c.Kernel.CallTimeout))
 	}
 	if r := c.Audit.Replicas; r < 1 || r > 5 {
 		add("audit.replicas %d must be between 1 and 5 (JetStream's most; odd, so that a majority survives)", r)

@@ -128,6 +128,7 @@ func Start(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err 
 		MaxBytes: cfg.Audit.MaxBytes, Replicas: cfg.Audit.Replicas, DuplicateWindow: time.Duration(cfg.Audit.DuplicateWindow),
 		Durability: cfg.Audit.Durability, FailOpen: cfg.Audit.FailOpen, Logger: n.log,
 		MaxSegmentBytes: cfg.SegmentBytes(), MaxWait: time.Duration(cfg.Audit.SegmentMaxWait), MaxPending: cfg.Audit.MaxPending,
+		AckTimeout: time.Duration(cfg.Audit.AckTimeout), RetryWindow: time.Duration(cfg.Audit.RetryWindow),
 		OnPublish: func(d time.Duration, err error) {
 			if n.metrics != nil {
 				n.metrics.observePublish(d, err)
@@ -538,6 +539,12 @@ func (n *Node) Shutdown(ctx context.Context) error {
 			errs = append(errs, n.sink.Close(ctx))
 		}
 		if n.nc != nil {
+			// A round trip first: the server has taken every reply and
+			// record published before it, so stopping the embedded
+			// server below cannot drop an answer still in the socket.
+			if n.nc.IsConnected() {
+				_ = n.nc.FlushTimeout(2 * time.Second)
+			}
 			n.nc.Close()
 		}
 		if n.srv != nil {
