@@ -1,0 +1,446 @@
+package node_test
+
+// Helpers shared by the pause and flood fault tests (pause_test.go,
+// flood_test.go): the load's duration, the victim (a node that does not
+// lead the audit stream), requests whose every reply is counted, the
+// audit read once the cluster settles, and a process's memory.
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sharedos/sharedos/client"
+	"github.com/sharedos/sharedos/internal/audit"
+	"github.com/sharedos/sharedos/internal/identity"
+	"github.com/sharedos/sharedos/messages"
+	"github.com/sharedos/sharedos/reason"
+)
+
+// faultLoad is SHAREDOS_FAULT_LOAD (faultLoadEnv), or def when unset.
+func faultLoad(t *testing.T, def time.Duration) time.Duration {
+	t.Helper()
+	v := os.Getenv(faultLoadEnv)
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		t.Fatalf("%s=%q: %v", faultLoadEnv, v, err)
+	}
+	return d
+}
+
+// nonLeader waits for the audit stream's leader and returns it with the
+// index of the last node that does not lead it (the victim of a fault
+// that is not about the leader) and the other two.
+func nonLeader(t *testing.T, pc *procCluster) (leader string, victim int, others []int) {
+	t.Helper()
+	js, err := jetstream.New(pc.connect(t, 0, "auditor"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for wait := time.Now().Add(30 * time.Second); ; {
+		s, err := js.Stream(ctx(t), "SHAREDOS_AUDIT")
+		if err == nil && s.CachedInfo().Cluster != nil && s.CachedInfo().Cluster.Leader != "" {
+			leader = s.CachedInfo().Cluster.Leader
+			break
+		}
+		if time.Now().After(wait) {
+			t.Fatalf("no audit stream leader after 30s: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	victim = 2
+	for i := 2; i >= 0; i-- {
+		if "sharedos-"+pc.ids[i] != leader {
+			victim = i
+			break
+		}
+	}
+	for i := range pc.ids {
+		if i != victim {
+			others = append(others, i)
+		}
+	}
+	return leader, victim, others
+}
+
+// connectCounted connects to node i's server as name, like
+// procCluster.connect, and counts the connection's asynchronous errors
+// (a slow consumer on the client's side would drop replies) and its
+// disconnections in errs.
+func (pc *procCluster) connectCounted(t *testing.T, i int, name string, errs *atomic.Int64) *nats.Conn {
+	t.Helper()
+	auth, err := client.CredentialOptions(identity.SeedFile(pc.creds, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(pc.urls[i], append(auth, nats.Name("fault-"+name), nats.MaxReconnects(-1),
+		nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) { errs.Add(1) }),
+		nats.DisconnectErrHandler(func(*nats.Conn, error) { errs.Add(1) }))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+// answerBook sends requests with a reply subject of its own for each and
+// counts every reply each gets, including those that arrive after the
+// caller stopped waiting (the client package's requests drop such a reply
+// unseen) and any second one. Safe for concurrent use.
+type answerBook struct {
+	nc   *nats.Conn
+	base string
+	sub  *nats.Subscription
+	mu   sync.Mutex
+	seq  uint64
+	reqs map[string]*asked
+	// strays are replies for no request of this book.
+	strays int
+}
+
+// asked is one request and the replies it got.
+type asked struct {
+	subject  string
+	tag      string // the sender's: the turn, for the flood
+	sent     time.Time
+	deadline time.Time
+	done     chan struct{} // closed at the first reply
+	// Guarded by the book's mu.
+	first    *nats.Msg
+	firstAt  time.Time
+	replies  int
+	gaveUp   bool      // the caller stopped waiting before a reply came
+	lateAt   time.Time // the first reply that came after the caller gave up
+	lateCode reason.Code
+	late     *nats.Msg
+}
+
+// newAnswerBook subscribes to the book's replies on nc (without pending
+// limits: the test, not the client, must never drop a reply).
+func newAnswerBook(t *testing.T, nc *nats.Conn) *answerBook {
+	t.Helper()
+	b := &answerBook{nc: nc, base: nc.NewInbox(), reqs: map[string]*asked{}}
+	sub, err := nc.Subscribe(b.base+".*", b.receive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sub.SetPendingLimits(-1, -1); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	b.sub = sub
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	return b
+}
+
+func (b *answerBook) receive(m *nats.Msg) {
+	now := time.Now()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	a := b.reqs[m.Subject]
+	if a == nil {
+		b.strays++
+		return
+	}
+	a.replies++
+	if a.replies > 1 {
+		return
+	}
+	if a.gaveUp {
+		a.lateAt, a.lateCode, a.late = now, replyCode(m), m
+		return
+	}
+	a.first, a.firstAt = m, now
+	close(a.done)
+}
+
+// send publishes one request without waiting; deadline is when its
+// caller stops waiting for it, tag is the caller's.
+func (b *answerBook) send(subject string, data []byte, deadline time.Time, tag string) (*asked, error) {
+	b.mu.Lock()
+	b.seq++
+	reply := b.base + "." + strconv.FormatUint(b.seq, 10)
+	a := &asked{subject: subject, tag: tag, sent: time.Now(), deadline: deadline, done: make(chan struct{})}
+	b.reqs[reply] = a
+	b.mu.Unlock()
+	return a, b.nc.PublishMsg(&nats.Msg{Subject: subject, Reply: reply, Data: data})
+}
+
+// wait waits for a's first reply until its deadline; without one by
+// then, the caller gives up (a later reply is counted as late).
+func (b *answerBook) wait(a *asked) *nats.Msg {
+	t := time.NewTimer(time.Until(a.deadline))
+	defer t.Stop()
+	select {
+	case <-a.done:
+	case <-t.C:
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if a.first == nil {
+		a.gaveUp = true
+	}
+	return a.first
+}
+
+// invoke calls alias on tr through the book, the way client.Turn.Invoke
+// does (the node is told 90% of the caller's wait), and returns the
+// outcome's code ("" for success, "tool_error" for a tool's error result,
+// deadline_exceeded when no reply came in time) and the call's id.
+func (b *answerBook) invoke(tr *client.Turn, alias string, args []byte, timeout time.Duration) (reason.Code, string, *asked) {
+	data, err := messages.Encode(&messages.InvokeRequest{V: messages.Version, Access: tr.Access(), Tool: alias, Args: args,
+		TimeoutMs: uint32(timeout.Milliseconds() * 9 / 10)})
+	if err != nil {
+		panic(err)
+	}
+	a, err := b.send(messages.TurnSubject("sharedos", tr.Handle.Node, messages.OpInvoke), data, time.Now().Add(timeout), tr.Handle.TurnID)
+	if err != nil {
+		return "publish_failed", "", a
+	}
+	m := b.wait(a)
+	if m == nil {
+		return reason.DeadlineExceeded, "", a
+	}
+	code, rep := invokeOutcome(m)
+	return code, rep.CallID, a
+}
+
+// invokeOutcome is an invoke reply's code and decoded reply: NATS's no
+// responders status is what the client reports as turn_not_found.
+func invokeOutcome(m *nats.Msg) (reason.Code, *messages.InvokeReply) {
+	var rep messages.InvokeReply
+	if len(m.Data) == 0 && m.Header.Get("Status") == "503" {
+		return reason.TurnNotFound, &rep
+	}
+	if err := messages.Decode(m.Data, &rep, messages.DefaultLimits()); err != nil {
+		return "undecodable", &rep
+	}
+	switch {
+	case rep.Error != nil:
+		return reason.Code(rep.Error.Code), &rep
+	case rep.IsError:
+		return "tool_error", &rep
+	}
+	return "", &rep
+}
+
+func replyCode(m *nats.Msg) reason.Code {
+	c, _ := invokeOutcome(m)
+	return c
+}
+
+// answer is a snapshot of one request: when it was sent, its first
+// reply and when it came, and how many replies it got.
+type answer struct {
+	tag              string
+	sent, firstAt    time.Time
+	first, late      *nats.Msg
+	replies          int
+	deadline, lateAt time.Time
+}
+
+// answers is a snapshot of every request the book sent.
+func (b *answerBook) answers() []answer {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make([]answer, 0, len(b.reqs))
+	for _, a := range b.reqs {
+		out = append(out, answer{tag: a.tag, sent: a.sent, firstAt: a.firstAt, first: a.first, replies: a.replies, deadline: a.deadline, lateAt: a.lateAt, late: a.late})
+	}
+	return out
+}
+
+// tally is what the book saw: requests sent, answered once in time,
+// answered only after the caller gave up (late), answered more than once
+// (twice), never answered, and replies to no request.
+type tally struct {
+	sent, inTime, late, twice, never, strays int
+	lateCodes                                map[reason.Code]int
+}
+
+func (b *answerBook) tally() tally {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	t := tally{sent: len(b.reqs), strays: b.strays, lateCodes: map[reason.Code]int{}}
+	for _, a := range b.reqs {
+		switch {
+		case a.replies == 0:
+			t.never++
+		case a.first == nil:
+			t.late++
+			t.lateCodes[a.lateCode]++
+		default:
+			t.inTime++
+		}
+		if a.replies > 1 {
+			t.twice++
+		}
+	}
+	return t
+}
+
+func (t *tally) add(u tally) {
+	t.sent, t.inTime, t.late, t.twice, t.never, t.strays = t.sent+u.sent, t.inTime+u.inTime, t.late+u.late, t.twice+u.twice, t.never+u.never, t.strays+u.strays
+	if t.lateCodes == nil {
+		t.lateCodes = map[reason.Code]int{}
+	}
+	for c, n := range u.lateCodes {
+		t.lateCodes[c] += n
+	}
+}
+
+// auditKey names a call in the trail.
+type auditKey struct{ turn, call string }
+
+// settledAudit is the whole stream as read once every wanted call had its
+// records (or the read gave up): the records, each call's tool.invoked and
+// tool.completed counts, the records stored twice, how long it took to
+// settle and how many reads failed before.
+type settledAudit struct {
+	data               [][]byte
+	invoked, completed map[auditKey]int
+	dups               int
+	missing            []auditKey
+	took               time.Duration
+	readErrs           int
+	// degraded are, by turn, the providers its catalogue resolution
+	// recorded as failed ("calendar: provider_timeout after 5s").
+	degraded map[string][]string
+}
+
+// readSettled reads the whole audit stream as the auditor on nc until
+// every call in want has its tool.invoked and tool.completed. Each read
+// gets 15s plus 1s per 4,000 calls wanted; the settle at least 90s and
+// four reads.
+func readSettled(t *testing.T, nc *nats.Conn, want []auditKey) settledAudit {
+	t.Helper()
+	attempt := 15*time.Second + time.Duration(len(want)/4000)*time.Second
+	start := time.Now()
+	for n := 0; ; n++ {
+		s := settledAudit{invoked: map[auditKey]int{}, completed: map[auditKey]int{}, degraded: map[string][]string{}}
+		ids := map[string]int{}
+		rctx, cancel := context.WithTimeout(context.Background(), attempt)
+		err := audit.ReadAll(rctx, nc, audit.TailOptions{Prefix: "sharedos", Stream: "SHAREDOS_AUDIT"}, func(d []byte, ev *audit.Event) error {
+			s.data = append(s.data, d)
+			id := ev.ID
+			if id == "" { // a checkpoint: no id; the same bytes twice would be a duplicate
+				id = string(d)
+			}
+			if ids[id]++; ids[id] == 2 {
+				s.dups++
+			}
+			if ev.Type == audit.CatalogResolved && ev.Catalog != nil {
+				for _, p := range ev.Catalog.Providers {
+					if p.Status == "failed" {
+						s.degraded[ev.TurnID] = append(s.degraded[ev.TurnID], fmt.Sprintf("%s: %s after %v", p.Provider, p.Reason,
+							(time.Duration(p.DurationMicros)*time.Microsecond).Round(time.Millisecond)))
+					}
+				}
+			}
+			if ev.Call != nil {
+				switch ev.Type {
+				case audit.ToolInvoked:
+					s.invoked[auditKey{ev.TurnID, ev.Call.ID}]++
+				case audit.ToolCompleted:
+					s.completed[auditKey{ev.TurnID, ev.Call.ID}]++
+				}
+			}
+			return nil
+		})
+		cancel()
+		if err == nil {
+			for _, k := range want {
+				if s.invoked[k] == 0 || s.completed[k] == 0 {
+					s.missing = append(s.missing, k)
+				}
+			}
+			if len(s.missing) == 0 {
+				s.took = time.Since(start)
+				return s
+			}
+		} else {
+			s.readErrs = n + 1
+			t.Logf("reading the audit at +%v: %v", time.Since(start).Round(time.Millisecond), err)
+		}
+		if time.Since(start) > max(90*time.Second, 4*attempt) {
+			if err != nil {
+				t.Fatalf("reading the audit: %v", err)
+			}
+			s.took = time.Since(start)
+			return s
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// twiceCompleted counts calls with more than one tool.invoked or more
+// than one tool.completed: a call carried out twice.
+func (s settledAudit) twiceCompleted() int {
+	n := 0
+	for k, c := range s.invoked {
+		if c > 1 || s.completed[k] > 1 {
+			n++
+		}
+	}
+	return n
+}
+
+// neverCompleted are the calls recorded (tool.invoked) with no
+// tool.completed, as "turn/call".
+func (s settledAudit) neverCompleted() []string {
+	var out []string
+	for k := range s.invoked {
+		if s.completed[k] == 0 {
+			out = append(out, k.turn+"/"+k.call)
+		}
+	}
+	return out
+}
+
+// procMemory is a process's resident set now (VmRSS) and its peak
+// (VmHWM), in bytes, from /proc/<pid>/status.
+func procMemory(pid int) (rss, peak int64, err error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), ":")
+		if !ok || (k != "VmRSS" && k != "VmHWM") {
+			continue
+		}
+		kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+		if err != nil {
+			return 0, 0, fmt.Errorf("/proc/%d/status %s: %w", pid, k, err)
+		}
+		if k == "VmRSS" {
+			rss = kb << 10
+		} else {
+			peak = kb << 10
+		}
+	}
+	if rss == 0 || peak == 0 {
+		return 0, 0, fmt.Errorf("/proc/%d/status: no VmRSS/VmHWM", pid)
+	}
+	return rss, peak, sc.Err()
+}
+
+// mib formats bytes as MiB.
+func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
