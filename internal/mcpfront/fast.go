@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -25,8 +26,12 @@ import (
 // streamable.go) would make for the request, and answers it with the
 // bytes the SDK would write: the same handlers (Front.list, Front.call),
 // the same JSON-RPC framing (jsonrpc.EncodeMessage), the same headers and
-// statuses. It sits after the token and bind checks and inside rewrite,
-// so both paths share those. Anything it does not recognise as a plain,
+// statuses. It sits after the Origin check and in front of the token
+// check, bind and rewrite: it takes a request only when its token is one
+// the SDK's bearer middleware would take (in its plain spelling, "Bearer
+// <token>") and verify (Front.verify) and bind would admit (Front.admit),
+// and makes rewrite's adjustment itself; anything else goes down the
+// chain, where those checks answer it. Anything it does not recognise as a plain,
 // well-formed single call it leaves to the SDK untouched (the body is put
 // back as read): initialize, server/discover, notifications, batches,
 // other methods, revisions other than the three it knows, a body over the
@@ -57,28 +62,68 @@ type fastRequest struct {
 	modern bool // MCP-Protocol-Version 2026-07-28
 }
 
-// fast serves what it can and passes the rest to next (the SDK handler).
+// fast serves what it can and passes the rest to next (the token check,
+// bind, rewrite and the SDK handler).
 func (f *Front) fast(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if f.serveFast(w, r) {
-			f.fastServed.Add(1)
-			return
+		if r.Method == http.MethodPost {
+			if tok, ok := plainBearer(r.Header.Get("Authorization")); ok {
+				v, err := f.verifyToken(tok, r)
+				if errors.Is(err, auth.ErrInvalidToken) {
+					// As the SDK's bearer middleware answers it (not
+					// verifying a bad signature twice).
+					w.Header().Add("WWW-Authenticate", "Bearer resource_metadata="+strconv.Quote(f.metaURL))
+					http.Error(w, err.Error(), http.StatusUnauthorized)
+					return
+				}
+				if err == nil && !f.forwards(v.c, r) {
+					if e := f.admit(v.c); e != nil && f.serveFast(w, r, e, v.info) {
+						f.fastServed.Add(1)
+						return
+					}
+				}
+			}
 		}
 		next.ServeHTTP(w, r)
 	})
 }
 
-// serveFast answers r and reports true, or reports false with r as it
-// came (its body restored) for the SDK to answer.
-func (f *Front) serveFast(w http.ResponseWriter, r *http.Request) bool {
-	e, ok := r.Context().Value(entryKey{}).(*turnEntry)
-	if !ok || r.Method != http.MethodPost {
-		return false
+// plainBearer is the token of an Authorization header "Bearer <token>"
+// ("bearer" in any ASCII case, one space, a token of printable ASCII):
+// exactly the token the SDK's bearer middleware reads from it (it splits
+// the header with strings.Fields and compares the scheme lower-cased).
+// Any other spelling is left to that middleware.
+func plainBearer(h string) (string, bool) {
+	const scheme = "bearer "
+	if len(h) <= len(scheme) {
+		return "", false
 	}
+	for i := 0; i < len(scheme); i++ {
+		c := h[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != scheme[i] {
+			return "", false
+		}
+	}
+	tok := h[len(scheme):]
+	for i := 0; i < len(tok); i++ {
+		if tok[i] <= ' ' || tok[i] >= 0x7f {
+			return "", false
+		}
+	}
+	return tok, true
+}
+
+// serveFast answers r, whose verified token (info) bind admits for e, and
+// reports true, or reports false with r as it came (its body restored)
+// for the chain to answer.
+func (f *Front) serveFast(w http.ResponseWriter, r *http.Request, e *turnEntry, info *auth.TokenInfo) bool {
 	// The SDK's DNS-rebinding check (a loopback listener, a Host that is
 	// not loopback: 403), its protocol-version check, and its stateless
 	// POST checks: Content-Type, Accept, no Last-Event-ID.
-	if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && la != nil && sdkIsLoopback(la.String()) && !sdkIsLoopback(r.Host) {
+	if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && la != nil && loopbackAddr(la) && !sdkIsLoopback(r.Host) {
 		return false
 	}
 	version := r.Header.Get("Mcp-Protocol-Version")
@@ -103,36 +148,47 @@ func (f *Front) serveFast(w http.ResponseWriter, r *http.Request) bool {
 		return false
 	}
 	req, ok := decodeFast(body, version)
-	if !ok {
-		return false
-	}
-	if req.modern {
+	if ok && req.modern {
 		// The SDK's standard-header check (validateMcpHeaders): the
 		// method, and for tools/call the tool's name, repeated in headers.
 		// (No tool is registered on the turn's server, so no Mcp-Param-*
 		// header is checked.)
-		if r.Header.Get("Mcp-Method") != req.method || (req.method == "tools/call" && (r.Header.Get("Mcp-Name") == "" || r.Header.Get("Mcp-Name") != req.name)) {
-			return false
-		}
+		ok = r.Header.Get("Mcp-Method") == req.method && (req.method != "tools/call" || r.Header.Get("Mcp-Name") != "" && r.Header.Get("Mcp-Name") == req.name)
 	}
-	f.answerFast(w, r, e, req)
+	if !ok {
+		// Put the body back as read, for the SDK.
+		r.Body = readCloser{bytes.NewReader(body), r.Body}
+		return false
+	}
+	f.answerFast(w, r, e, info, req)
 	return true
+}
+
+// loopbackAddr is sdkIsLoopback(a.String()) without formatting a TCP
+// address (a v4-mapped address is printed, and so parsed, as its v4 form).
+func loopbackAddr(a net.Addr) bool {
+	if ta, ok := a.(*net.TCPAddr); ok {
+		return ta.IP.IsLoopback()
+	}
+	return sdkIsLoopback(a.String())
 }
 
 // readBody reads r's body up to the bound. On any failure (too large, a
 // read error) it puts back what it read in front of the rest, with the
-// same error, so the SDK reads and answers exactly what it would have.
+// same error, so the SDK reads and answers exactly what it would have; on
+// success the caller puts it back if it leaves the request to the SDK.
 func (f *Front) readBody(r *http.Request) ([]byte, error) {
 	limit := f.opts.MaxRequestBodyBytes
-	n := int64(512)
+	n := int64(bytes.MinRead)
 	if r.ContentLength > 0 && r.ContentLength <= limit {
-		n = r.ContentLength + 1
+		// Room for the body and the read that finds its end, so that
+		// ReadFrom (which wants MinRead free before each read) does not
+		// grow the buffer.
+		n = r.ContentLength + bytes.MinRead + 1
 	}
 	buf := bytes.NewBuffer(make([]byte, 0, n))
 	_, err := buf.ReadFrom(io.LimitReader(r.Body, limit+1))
 	if err == nil && int64(buf.Len()) <= limit {
-		orig := r.Body
-		r.Body = readCloser{bytes.NewReader(buf.Bytes()), orig}
 		return buf.Bytes(), nil
 	}
 	rest := io.Reader(r.Body)
@@ -430,7 +486,7 @@ func echoableID(raw json.RawMessage) (jsonrpc.ID, bool) {
 // response; on 2026-07-28 the server's identity in the result's _meta, a
 // listing marked resultType "complete", and -32602 answered with status
 // 400.
-func (f *Front) answerFast(w http.ResponseWriter, r *http.Request, e *turnEntry, req fastRequest) {
+func (f *Front) answerFast(w http.ResponseWriter, r *http.Request, e *turnEntry, info *auth.TokenInfo, req fastRequest) {
 	ctx := r.Context()
 	if !req.modern {
 		// As the SDK: a request before 2026-07-28 runs to its end even if
@@ -439,11 +495,10 @@ func (f *Front) answerFast(w http.ResponseWriter, r *http.Request, e *turnEntry,
 		// propagate it (PropagateRequestCancellation).
 		ctx = context.WithoutCancel(ctx)
 	}
-	extra := &mcp.RequestExtra{TokenInfo: auth.TokenInfoFromContext(ctx), Header: r.Header}
 	var result []byte
 	var err error
 	if req.method == "tools/list" {
-		lr := &mcp.ListToolsRequest{Params: &mcp.ListToolsParams{Cursor: req.cursor}, Extra: extra}
+		lr := &mcp.ListToolsRequest{Params: &mcp.ListToolsParams{Cursor: req.cursor}, Extra: &mcp.RequestExtra{TokenInfo: info, Header: r.Header}}
 		var res *mcp.ListToolsResult
 		if res, err = f.list(ctx, e, lr); err == nil {
 			if req.modern {
@@ -453,18 +508,17 @@ func (f *Front) answerFast(w http.ResponseWriter, r *http.Request, e *turnEntry,
 			result, err = sdkMarshal(res)
 		}
 	} else {
-		cr := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: req.name, Arguments: req.args}, Extra: extra}
 		var res *mcp.CallToolResult
-		if res, err = f.call(ctx, e, cr); err == nil {
+		if res, err = f.callTool(ctx, e, info, req.name, req.args); err == nil {
 			if req.modern {
 				annotate(&res.Meta)
 			}
 			// (The SDK marks a CallToolResult's resultType only for its
 			// own tools' results, not for one a middleware returns: none.)
-			result, err = sdkMarshal(res)
+			result, err = marshalCallResult(res)
 		}
 	}
-	resp := &jsonrpc.Response{ID: req.id, Result: result}
+	var resp *jsonrpc.Response
 	status := http.StatusOK
 	if err != nil {
 		var je *jsonrpc.Error
@@ -495,16 +549,32 @@ func (f *Front) answerFast(w http.ResponseWriter, r *http.Request, e *turnEntry,
 		data, err = jsonrpc.EncodeMessage(resp)
 	}
 	h := w.Header()
-	h.Set("Cache-Control", "no-cache, no-transform")
-	h.Set("Content-Type", "application/json")
+	h["Cache-Control"] = hdrNoCache
+	h["Content-Type"] = hdrJSON
 	if err != nil {
 		status, data = http.StatusInternalServerError, nil
+	}
+	// What rewrite does to the SDK's answers: only a listing can carry
+	// what it adjusts (a call's result has neither capabilities nor ttlMs
+	// at its top level, so rewrite leaves it as it is).
+	if req.method == "tools/list" && status == http.StatusOK && (bytes.Contains(data, []byte(`"capabilities"`)) || bytes.Contains(data, []byte(`"ttlMs"`))) {
+		if out, ok := adjust(data, r.Header.Get("MCP-Protocol-Version")); ok {
+			data = out
+			h.Set("Content-Length", strconv.Itoa(len(data)))
+		}
 	}
 	if status != http.StatusOK {
 		w.WriteHeader(status)
 	}
 	_, _ = w.Write(data)
 }
+
+// The values of the headers every fast answer carries, as Header.Set
+// would store them (shared: net/http only reads them).
+var (
+	hdrNoCache = []string{"no-cache, no-transform"}
+	hdrJSON    = []string{"application/json"}
+)
 
 // annotate is the SDK's annotateServerInfo.
 func annotate(m *mcp.Meta) {
@@ -514,6 +584,148 @@ func annotate(m *mcp.Meta) {
 	if _, ok := (*m)[mcp.MetaKeyServerInfo]; !ok {
 		(*m)[mcp.MetaKeyServerInfo] = implementation
 	}
+}
+
+// marshalCallResult is sdkMarshal(res), byte for byte, written directly
+// for the results the front builds (call): a text content, _meta with
+// the front's keys, structuredContent raw JSON or none; anything else is
+// left to sdkMarshal. (The SDK's encoding, which this follows: the
+// result's MarshalJSON marshals with encoding/json, which escapes HTML in
+// strings and compacts raw JSON; fields in declaration order, _meta's
+// keys sorted, omitempty but for content.)
+func marshalCallResult(res *mcp.CallToolResult) ([]byte, error) {
+	if len(res.Content) != 1 || res.InputRequests != nil || res.RequestState != "" {
+		return sdkMarshal(res)
+	}
+	tc, ok := res.Content[0].(*mcp.TextContent)
+	if !ok || tc.Meta != nil || tc.Annotations != nil {
+		return sdkMarshal(res)
+	}
+	var structured json.RawMessage
+	switch sc := res.StructuredContent.(type) {
+	case nil:
+	case json.RawMessage:
+		if sc == nil {
+			return sdkMarshal(res)
+		}
+		structured = sc
+	default:
+		return sdkMarshal(res)
+	}
+	// _meta: at most the server's identity and the front's two keys,
+	// written in sorted order.
+	var callID, hash string
+	var hasCallID, hasHash, hasInfo bool
+	for k, v := range res.Meta {
+		switch k {
+		case mcp.MetaKeyServerInfo:
+			if v != implementation {
+				return sdkMarshal(res)
+			}
+			hasInfo = true
+		case MetaCallID:
+			if callID, hasCallID = v.(string); !hasCallID {
+				return sdkMarshal(res)
+			}
+		case MetaCatalogHash:
+			if hash, hasHash = v.(string); !hasHash {
+				return sdkMarshal(res)
+			}
+		default:
+			return sdkMarshal(res)
+		}
+	}
+	out := make([]byte, 0, 160+len(tc.Text)+len(structured)+len(hash))
+	if len(res.Meta) > 0 {
+		out = append(out, `{"_meta":{`...)
+		sep := false
+		key := func(k string) {
+			if sep {
+				out = append(out, ',')
+			}
+			sep = true
+			out = append(append(append(out, '"'), k...), `":`...)
+		}
+		// Sorted: "io.modelcontextprotocol/…" < "io.sharedos/callId" <
+		// "io.sharedos/catalogHash".
+		if hasInfo {
+			key(mcp.MetaKeyServerInfo)
+			out = append(out, implementationJSON...)
+		}
+		if hasCallID {
+			key(MetaCallID)
+			out = appendJSONString(out, callID)
+		}
+		if hasHash {
+			key(MetaCatalogHash)
+			out = appendJSONString(out, hash)
+		}
+		out = append(out, `},"content":[{"type":"text","text":`...)
+	} else {
+		out = append(out, `{"content":[{"type":"text","text":`...)
+	}
+	out = appendJSONString(out, tc.Text)
+	out = append(out, "}]"...)
+	if structured != nil {
+		b, err := json.Marshal(structured) // compacted, HTML escaped
+		if err != nil {
+			return nil, err
+		}
+		out = append(append(out, `,"structuredContent":`...), b...)
+	}
+	if res.IsError {
+		out = append(out, `,"isError":true`...)
+	}
+	return append(out, '}'), nil
+}
+
+// implementationJSON is the server's identity as encoding/json writes it.
+var implementationJSON = func() []byte {
+	b, err := json.Marshal(implementation)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}()
+
+// appendJSONString appends s as encoding/json writes a string (HTML
+// characters, U+2028 and U+2029 escaped, invalid UTF-8 replaced): ASCII
+// here, anything else by encoding/json.
+func appendJSONString(out []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			b, _ := json.Marshal(s)
+			return append(out, b...)
+		}
+	}
+	const hex = "0123456789abcdef"
+	out = append(out, '"')
+	start := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+			continue
+		}
+		out = append(out, s[start:i]...)
+		switch c {
+		case '"', '\\':
+			out = append(out, '\\', c)
+		case '\b':
+			out = append(out, '\\', 'b')
+		case '\f':
+			out = append(out, '\\', 'f')
+		case '\n':
+			out = append(out, '\\', 'n')
+		case '\r':
+			out = append(out, '\\', 'r')
+		case '\t':
+			out = append(out, '\\', 't')
+		default:
+			out = append(out, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+		}
+		start = i + 1
+	}
+	return append(append(out, s[start:]...), '"')
 }
 
 // sdkMarshal marshals as the SDK's jsonrpc2 does (no HTML escaping).
@@ -573,7 +785,7 @@ func sdkIsLoopback(addr string) bool {
 // streamableAccepts is the SDK's Accept check.
 func streamableAccepts(values []string) (jsonOK, streamOK bool) {
 	for _, value := range values {
-		for _, raw := range strings.Split(value, ",") {
+		for raw := range strings.SplitSeq(value, ",") {
 			base, _, _ := strings.Cut(strings.TrimSpace(raw), ";")
 			switch strings.ToLower(strings.TrimSpace(base)) {
 			case "application/json", "application/*":

@@ -98,7 +98,7 @@ func (f *Front) ServeBus() error {
 	}
 	// The forwarded request is served as the owning node's /mcp would
 	// serve it, less the edge's checks (made where the client connected).
-	f.busHandler = f.bearer(f.bind(rewrite(f.fast(f.sdk))))
+	f.busHandler = f.fast(f.bearer(f.bind(rewrite(f.sdk))))
 	if f.opts.DisableFastPath {
 		f.busHandler = f.bearer(f.bind(rewrite(f.sdk)))
 	}

@@ -154,12 +154,34 @@ type Front struct {
 	// Mint walks the turns only once it has passed.
 	nextSweep time.Time
 
-	// verified remembers tokens whose signature verified (claims are
-	// immutable; expiry and audience are still checked per request), so
-	// a sandbox's calls after its first skip the Ed25519 verification.
-	// Cleared when full.
+	// verified remembers tokens whose signature verified, and those this
+	// front minted (claims are immutable; expiry and audience are still
+	// checked per request), so a sandbox's calls skip the Ed25519
+	// verification, and the TokenInfo the SDK carries is built once per
+	// token, not per request. Cleared when full.
 	vmu      sync.RWMutex
-	verified map[string]*Claims
+	verified map[string]*verifiedToken
+}
+
+// verifiedToken is a token whose signature is good: its claims, and the
+// TokenInfo requests bearing it carry (shared; never modified).
+type verifiedToken struct {
+	c    *Claims
+	info *auth.TokenInfo
+}
+
+func newVerified(c *Claims) *verifiedToken {
+	return &verifiedToken{c: c, info: &auth.TokenInfo{UserID: c.Tenant + "/" + c.Principal, Extra: map[string]any{"claims": c}}}
+}
+
+// remember adds a verified token to the memory.
+func (f *Front) remember(tok string, v *verifiedToken) {
+	f.vmu.Lock()
+	if len(f.verified) >= maxVerified {
+		clear(f.verified)
+	}
+	f.verified[tok] = v
+	f.vmu.Unlock()
 }
 
 // maxVerified bounds the verified-token memory.
@@ -194,7 +216,7 @@ func New(opts Options) (*Front, error) {
 	}
 	u, _ := url.Parse(opts.URL)
 	f := &Front{
-		opts: opts, k: opts.Kernel, turns: map[string]*turnEntry{}, verified: map[string]*Claims{},
+		opts: opts, k: opts.Kernel, turns: map[string]*turnEntry{}, verified: map[string]*verifiedToken{},
 		keys:     append([]ed25519.PublicKey{opts.Key.Public().(ed25519.PublicKey)}, opts.TrustedKeys...),
 		origin:   u.Scheme + "://" + u.Host,
 		loopback: isLoopbackHost(u.Hostname()),
@@ -211,7 +233,7 @@ func New(opts Options) (*Front, error) {
 	f.sdkHandler = f.checkOrigin(bearer(f.bind(rewrite(sdk))))
 	f.handler = f.sdkHandler
 	if !opts.DisableFastPath {
-		f.handler = f.checkOrigin(bearer(f.bind(rewrite(f.fast(sdk)))))
+		f.handler = f.checkOrigin(f.fast(bearer(f.bind(rewrite(sdk)))))
 	}
 	return f, nil
 }
@@ -276,6 +298,9 @@ func (f *Front) Mint(ctx context.Context, access authority.AccessContext, ttl ti
 	if err != nil {
 		return Token{}, reason.New(reason.Internal, "signing token: %v", err)
 	}
+	// Signed here: its first request need not verify the signature.
+	vc := c
+	f.remember(tok, newVerified(&vc))
 	op := access
 	op.Transport, op.Now, op.EnabledNamespaces = Transport, time.Time{}, nil
 	op.Attributes = info.Attributes
@@ -364,29 +389,52 @@ type entryKey struct{}
 // audience of a token another node minted is its node's endpoint: that
 // node checks it when the request is forwarded there.
 func (f *Front) verify(_ context.Context, tok string, r *http.Request) (*auth.TokenInfo, error) {
-	f.vmu.RLock()
-	c := f.verified[tok]
-	f.vmu.RUnlock()
-	if c == nil {
-		var err error
-		if c, err = parseToken(tok, f.keys); err != nil {
-			return nil, err
-		}
-		f.vmu.Lock()
-		if len(f.verified) >= maxVerified {
-			clear(f.verified)
-		}
-		f.verified[tok] = c
-		f.vmu.Unlock()
-	}
-	aud := f.opts.URL
-	if r != nil && f.forwards(c, r) {
-		aud = c.Audience
-	}
-	if err := checkClaims(c, aud, f.opts.Clock()); err != nil {
+	v, err := f.verifyToken(tok, r)
+	if err != nil {
 		return nil, err
 	}
-	return &auth.TokenInfo{UserID: c.Tenant + "/" + c.Principal, Extra: map[string]any{"claims": c}}, nil
+	return v.info, nil
+}
+
+func (f *Front) verifyToken(tok string, r *http.Request) (*verifiedToken, error) {
+	f.vmu.RLock()
+	v := f.verified[tok]
+	f.vmu.RUnlock()
+	if v == nil {
+		c, err := parseToken(tok, f.keys)
+		if err != nil {
+			return nil, err
+		}
+		v = newVerified(c)
+		f.remember(tok, v)
+	}
+	aud := f.opts.URL
+	if r != nil && f.forwards(v.c, r) {
+		aud = v.c.Audience
+	}
+	if err := checkClaims(v.c, aud, f.opts.Clock()); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// admit is the turn entry a verified token c operates when bind would
+// admit it (every check of bind passed), else nil.
+func (f *Front) admit(c *Claims) *turnEntry {
+	if c.Node != f.k.Node() {
+		return nil
+	}
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	e := f.turns[c.Turn]
+	if e == nil || e.closed || c.Tenant != e.auth.Tenant || c.CatalogHash != e.hash ||
+		!c.sameAuthority(e.auth.Tenant, e.auth.Principal, e.auth.CredentialProfile, e.auth.Attributes) {
+		return nil
+	}
+	if _, issued := e.tokens[c.ID]; !issued {
+		return nil
+	}
+	return e
 }
 
 // forbid refuses a verified token that the turn does not admit: 403, with

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -60,7 +61,7 @@ func (f *Front) newServer(e *turnEntry) *mcp.Server {
 func (f *Front) list(ctx context.Context, e *turnEntry, req *mcp.ListToolsRequest) (*mcp.ListToolsResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, f.opts.RequestTimeout)
 	defer cancel()
-	access, err := f.tokenAccess(e, req.Extra)
+	access, err := f.tokenAccess(e, extraToken(req.Extra))
 	if err != nil {
 		return nil, refusedError(err)
 	}
@@ -97,23 +98,29 @@ func (f *Front) list(ctx context.Context, e *turnEntry, req *mcp.ListToolsReques
 }
 
 func (f *Front) call(ctx context.Context, e *turnEntry, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	return f.callTool(ctx, e, extraToken(req.Extra), req.Params.Name, req.Params.Arguments)
+}
+
+// callTool is a tools/call of name with arguments by the bearer of the
+// verified token ti: call's work, for the SDK's path and the fast path.
+func (f *Front) callTool(ctx context.Context, e *turnEntry, ti *auth.TokenInfo, name string, arguments json.RawMessage) (*mcp.CallToolResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, f.opts.RequestTimeout)
 	defer cancel()
-	access, err := f.tokenAccess(e, req.Extra)
+	access, err := f.tokenAccess(e, ti)
 	if err != nil {
 		return refusal(err), nil
 	}
-	args := []byte(req.Params.Arguments)
+	args := []byte(arguments)
 	if len(args) == 0 || string(args) == "null" {
 		args = []byte("{}")
 	}
-	res, err := f.k.Invoke(ctx, access, req.Params.Name, args)
+	res, err := f.k.Invoke(ctx, access, name, args)
 	if err != nil {
 		f.noteRefusal(e, err)
 		if reason.Of(err) == reason.UnknownTool {
 			// A name this turn never showed: a protocol error, as for any
 			// MCP server asked for a tool it does not have.
-			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", req.Params.Name)}
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", name)}
 		}
 		return refusal(err), nil
 	}
@@ -183,11 +190,19 @@ func (f *Front) noteRefusal(e *turnEntry, err error) {
 	}
 }
 
-// tokenAccess is the access the request's token operates the turn with.
-func (f *Front) tokenAccess(e *turnEntry, extra *mcp.RequestExtra) (authority.AccessContext, error) {
+// extraToken is the verified token a request carries (nil: none).
+func extraToken(extra *mcp.RequestExtra) *auth.TokenInfo {
+	if extra == nil {
+		return nil
+	}
+	return extra.TokenInfo
+}
+
+// tokenAccess is the access the request's token ti operates the turn with.
+func (f *Front) tokenAccess(e *turnEntry, ti *auth.TokenInfo) (authority.AccessContext, error) {
 	var c *Claims
-	if extra != nil && extra.TokenInfo != nil {
-		c, _ = extra.TokenInfo.Extra["claims"].(*Claims)
+	if ti != nil {
+		c, _ = ti.Extra["claims"].(*Claims)
 	}
 	if c == nil {
 		return authority.AccessContext{}, reason.New(reason.Internal, "no verified token on the request")
