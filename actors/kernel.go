@@ -426,11 +426,22 @@ func (k *Kernel) UpdateNamespaces(ctx context.Context, access authority.AccessCo
 // execution's deadline is the earlier of ctx's deadline and CallTimeout;
 // when ctx's deadline passes first the call fails deadline_exceeded.
 func (k *Kernel) Invoke(ctx context.Context, access authority.AccessContext, alias string, args []byte) (CallResult, error) {
+	return k.InvokeKeyed(ctx, access, "", alias, args)
+}
+
+// InvokeKeyed is Invoke with a request id the caller chose: on a named
+// turn the call runs at most once per lease and id, and a retry with the
+// same id, tool and arguments gets the first execution's answer (see
+// keyed.go for what a turn keeps, and for how long). "" is Invoke.
+func (k *Kernel) InvokeKeyed(ctx context.Context, access authority.AccessContext, requestID, alias string, args []byte) (CallResult, error) {
+	if len(requestID) > MaxRequestIDBytes {
+		return CallResult{}, reason.New(reason.InvalidRequest, "a request id is at most %d bytes", MaxRequestIDBytes)
+	}
 	if err := k.rateLimit(k.sh.calls, access, "calls"); err != nil {
 		return CallResult{}, err
 	}
 	res, err := k.turnOp(ctx, access, func(a authority.AccessContext, dl time.Time) any {
-		return &invokeTool{access: a, deadline: dl, inv: turn.Invocation{Alias: alias, Arguments: args, Transport: a.Transport}}
+		return &invokeTool{access: a, deadline: dl, inv: turn.Invocation{Alias: alias, Arguments: args, Transport: a.Transport}, requestID: requestID}
 	})
 	var ce *CallError
 	var re *reason.Error

@@ -57,6 +57,8 @@ type turnActor struct {
 	// closedReceipt is turn.closed's receipt, once recorded: a close that
 	// reaches a finished turn is answered when that record is stored.
 	closedReceipt audit.Receipt
+	// keyed are the calls that came with a request id (keyed.go).
+	keyed keyedCalls
 }
 
 // pendingCall is one dispatched execution the turn waits for.
@@ -64,6 +66,8 @@ type pendingCall struct {
 	sender      *actor.PID
 	cancel      context.CancelFunc
 	catalogHash string
+	// key is the call's request key when it is keyed, else "".
+	key string
 	// dispatched is set by the execution once the call is handed to its
 	// provider (after its tool.invoked is stored).
 	dispatched atomic.Bool
@@ -160,7 +164,11 @@ func (a *turnActor) lifecycle(ctx actor.Context) bool {
 				if rec, cerr := a.m.Complete(now, turn.Completion{CallID: id, Err: err}); cerr == nil {
 					a.emit(rec)
 				}
-				ctx.Send(pc.sender, &CallError{Err: err, CallID: id, CatalogHash: pc.catalogHash, Dispatch: pc.dispatch()})
+				ce := &CallError{Err: err, CallID: id, CatalogHash: pc.catalogHash, Dispatch: pc.dispatch()}
+				ctx.Send(pc.sender, ce)
+				if pc.key != "" {
+					a.keyedStopped(ctx, pc.key, ce)
+				}
 			}
 			a.calls = nil
 			if rec := a.m.Finish(now, "shutdown"); rec != nil {
@@ -451,6 +459,14 @@ func (a *turnActor) invoke(ctx actor.Context, sender *actor.PID, msg *invokeTool
 			execDeadline, callerBound = cd, true
 		}
 	}
+	var key string
+	var fp [32]byte
+	if msg.requestID != "" && !a.oneOp {
+		key, fp = requestKey(msg.access.LeaseID, msg.requestID), callFingerprint(msg.inv.Alias, msg.inv.Arguments)
+		if a.replay(ctx, sender, key, fp) {
+			return
+		}
+	}
 	inv := msg.inv
 	inv.Late = callerBound && !wall.Before(execDeadline)
 	d, rec := a.m.Decide(now, inv)
@@ -475,11 +491,14 @@ func (a *turnActor) invoke(ctx actor.Context, sender *actor.PID, msg *invokeTool
 		Arguments: msg.inv.Arguments, Resource: d.Resource, CatalogHash: rec.Event.CatalogHash, Node: a.sh.opts.Node,
 	}
 	cctx, cancel := context.WithDeadline(context.Background(), execDeadline)
-	pc := &pendingCall{sender: sender, cancel: cancel, catalogHash: rec.Event.CatalogHash}
+	pc := &pendingCall{sender: sender, cancel: cancel, catalogHash: rec.Event.CatalogHash, key: key}
 	if a.calls == nil {
 		a.calls = map[string]*pendingCall{}
 	}
 	a.calls[d.CallID] = pc
+	if key != "" {
+		a.keyedStarted(key, fp, d.CallID)
+	}
 	root, self, maxResult := ctx.ActorSystem().Root, ctx.Self(), a.sh.opts.MaxReplyBytes-ReplyOverhead
 	a.sh.pool.Go(func() {
 		defer cancel()
@@ -537,15 +556,20 @@ func (a *turnActor) complete(ctx actor.Context, msg *completed) {
 		return
 	}
 	receipt := a.emit(rec)
+	var ans any
 	if msg.comp.Err != nil {
-		a.answer(ctx, pc.sender, &CallError{Err: msg.comp.Err, CallID: msg.comp.CallID, CatalogHash: rec.Event.CatalogHash, Dispatch: pc.dispatch()}, receipt)
+		ans = &CallError{Err: msg.comp.Err, CallID: msg.comp.CallID, CatalogHash: rec.Event.CatalogHash, Dispatch: pc.dispatch()}
 	} else {
 		c := rec.Event.Call
-		a.answer(ctx, pc.sender, &CallResult{
+		ans = &CallResult{
 			CallID: c.ID, CatalogHash: rec.Event.CatalogHash, Alias: c.Alias,
 			Identity: catalog.Identity{Provider: c.Provider, Name: c.Name},
 			Result:   msg.result, Duration: time.Duration(rec.Event.Call.Duration) * time.Microsecond,
-		}, receipt)
+		}
+	}
+	a.answer(ctx, pc.sender, ans, receipt)
+	if pc.key != "" {
+		a.keyedDone(ctx, pc.key, ans, receipt)
 	}
 	if a.m.Closed() && a.m.InFlight() == 0 {
 		a.finish(ctx, a.why)

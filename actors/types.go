@@ -126,6 +126,9 @@ type (
 		access   authority.AccessContext
 		deadline time.Time
 		inv      turn.Invocation
+		// requestID, if set, makes the call keyed (see keyed.go): a
+		// retry with the same id gets this call's answer.
+		requestID string
 	}
 	// closeTurn ends the turn; sent by the directory when the turn idles
 	// out or the kernel shuts down.

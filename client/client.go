@@ -17,9 +17,12 @@ package client
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -36,12 +39,29 @@ type Options struct {
 	Timeout time.Duration
 	// Limits bound replies before they are decoded.
 	Limits messages.Limits
+	// ResendAfter is how long an operation of a turn that is safe to send
+	// again — a listing, the namespaces, a call (which carries a request
+	// id, so the turn runs it once and answers a resend with its
+	// answer) — waits for its answer before the same request is sent
+	// again, the wait doubling each time, within the context's deadline.
+	// An answer lost on the way (the connection moving to another
+	// server, a node's server restarting) then costs this wait, not the
+	// deadline. Default 2s; negative: never resend.
+	ResendAfter time.Duration
+	// OpenAttempts is how many times Open sends an open that no node took
+	// (no node serving opens, or the one that answered refused it
+	// overloaded or node_unavailable before opening anything), with a
+	// short pause between, within the context's deadline. An open that
+	// was sent and not answered is never sent again (a turn may have
+	// been opened). Default 3; 1: no retry.
+	OpenAttempts int
 }
 
 // Client talks to SharedOS nodes over one NATS connection.
 type Client struct {
-	nc   *nats.Conn
-	opts Options
+	nc     *nats.Conn
+	opts   Options
+	resent atomic.Uint64
 }
 
 // New returns a Client using nc.
@@ -55,6 +75,12 @@ func New(nc *nats.Conn, opts *Options) *Client {
 	}
 	if o.Timeout == 0 {
 		o.Timeout = 30 * time.Second
+	}
+	if o.ResendAfter == 0 {
+		o.ResendAfter = 2 * time.Second
+	}
+	if o.OpenAttempts <= 0 {
+		o.OpenAttempts = 3
 	}
 	if o.Limits == (messages.Limits{}) {
 		o.Limits = messages.DefaultLimits()
@@ -95,10 +121,33 @@ type Turn struct {
 	access   Access
 }
 
-// Open opens a new turn on any node.
+// Open opens a new turn on any node. An open no node took is sent again
+// (Options.OpenAttempts): while a node drains or restarts the others
+// take its opens.
 func (c *Client) Open(ctx context.Context, access Access) (*Turn, error) {
 	access.TurnID, access.Lease = "", ""
-	return c.open(ctx, messages.OpenSubject(c.opts.Prefix), access)
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.opts.Timeout)
+		defer cancel()
+	}
+	pause := 25 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		t, err := c.open(ctx, messages.OpenSubject(c.opts.Prefix), access)
+		code := reason.Of(err)
+		if err == nil || attempt >= c.opts.OpenAttempts || (code != reason.NodeUnavailable && code != reason.Overloaded) {
+			return t, err
+		}
+		if re := (*reason.Error)(nil); errors.As(err, &re) && re.RetryAfter > pause {
+			pause = re.RetryAfter
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(pause):
+		}
+		pause *= 2
+	}
 }
 
 // Attach joins an open turn (another connection of the same runtime, or
@@ -112,7 +161,7 @@ func (c *Client) open(ctx context.Context, subject string, access Access) (*Turn
 	var rep messages.OpenReply
 	if err := c.request(ctx, subject, func(ms uint32) messages.Message {
 		return &messages.OpenRequest{V: messages.Version, Access: access, TimeoutMs: ms}
-	}, &rep, false); err != nil {
+	}, &rep, false, false); err != nil {
 		return nil, err
 	}
 	// Every later operation carries the turn and this caller's lease.
@@ -142,7 +191,7 @@ func (t *Turn) UpdateNamespaces(ctx context.Context, namespaces []string) error 
 	var rep messages.AckReply
 	return t.c.request(ctx, t.subject(messages.OpUpdateNamespaces), func(ms uint32) messages.Message {
 		return &messages.UpdateNamespacesRequest{V: messages.Version, Access: t.access, Namespaces: namespaces, TimeoutMs: ms}
-	}, &rep, true)
+	}, &rep, true, false)
 }
 
 // Invoke calls the tool the turn lists as alias with JSON arguments.
@@ -156,7 +205,7 @@ func (t *Turn) Close(ctx context.Context) error {
 	var rep messages.AckReply
 	return t.c.request(ctx, t.subject(messages.OpClose), func(ms uint32) messages.Message {
 		return &messages.CloseRequest{V: messages.Version, Access: t.access, LeaseID: t.LeaseID, TimeoutMs: ms}
-	}, &rep, true)
+	}, &rep, true, false)
 }
 
 // ListTools lists tools in a turn of one operation (no turn is opened).
@@ -222,7 +271,7 @@ func (c *Client) listPage(ctx context.Context, subject string, access Access, cu
 	var rep messages.ListReply
 	if err := c.request(ctx, subject, func(ms uint32) messages.Message {
 		return &messages.ListRequest{V: messages.Version, Access: access, Cursor: cursor, TimeoutMs: ms}
-	}, &rep, turn); err != nil {
+	}, &rep, turn, turn); err != nil {
 		return nil, err
 	}
 	return &rep, nil
@@ -246,7 +295,7 @@ func (c *Client) namespaces(ctx context.Context, subject string, access Access, 
 	var rep messages.NamespacesReply
 	if err := c.request(ctx, subject, func(ms uint32) messages.Message {
 		return &messages.TurnRequest{V: messages.Version, Access: access, TimeoutMs: ms}
-	}, &rep, turn); err != nil {
+	}, &rep, turn, turn); err != nil {
 		return nil, err
 	}
 	return rep.Namespaces, nil
@@ -254,9 +303,13 @@ func (c *Client) namespaces(ctx context.Context, subject string, access Access, 
 
 func (c *Client) invoke(ctx context.Context, subject string, access Access, alias string, args []byte, turn bool) (*messages.InvokeReply, error) {
 	var rep messages.InvokeReply
+	var id string
+	if turn { // a named turn runs a call with a request id once: safe to resend
+		id = newRequestID()
+	}
 	if err := c.request(ctx, subject, func(ms uint32) messages.Message {
-		return &messages.InvokeRequest{V: messages.Version, Access: access, Tool: alias, Args: args, TimeoutMs: ms}
-	}, &rep, turn); err != nil {
+		return &messages.InvokeRequest{V: messages.Version, Access: access, Tool: alias, Args: args, TimeoutMs: ms, RequestID: id}
+	}, &rep, turn, turn); err != nil {
 		if rep.Error != nil {
 			return nil, &CallError{Err: err, Reply: &rep}
 		}
@@ -268,8 +321,10 @@ func (c *Client) invoke(ctx context.Context, subject string, access Access, alia
 // request sends one request, decodes the reply into rep and returns the
 // refusal the reply carries, if any. build gets the
 // time the caller will wait, in milliseconds, for the node's own deadline.
-// turn says the subject names a turn's node (no responders = turn gone).
-func (c *Client) request(ctx context.Context, subject string, build func(uint32) messages.Message, rep messages.Reply, turn bool) error {
+// turn says the subject names a turn's node (no responders = turn gone);
+// resend, that the request is safe to send again when its answer is late
+// (Options.ResendAfter).
+func (c *Client) request(ctx context.Context, subject string, build func(uint32) messages.Message, rep messages.Reply, turn, resend bool) error {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.opts.Timeout)
@@ -287,7 +342,7 @@ func (c *Client) request(ctx context.Context, subject string, build func(uint32)
 	if err != nil {
 		return fmt.Errorf("client: encoding request: %w", err)
 	}
-	msg, err := c.nc.RequestWithContext(ctx, subject, data)
+	msg, err := c.exchange(ctx, subject, data, resend)
 	switch {
 	case errors.Is(err, nats.ErrNoResponders) && turn:
 		return reason.New(reason.TurnNotFound, "no node answers for %s (the turn's node is gone)", subject)
@@ -302,6 +357,50 @@ func (c *Client) request(ctx context.Context, subject string, build func(uint32)
 		return fmt.Errorf("client: reply on %s: %w", subject, err)
 	}
 	return rep.ReplyError().Err()
+}
+
+// exchange sends data on subject and returns the answer. With resend, a
+// request not answered within the attempt's wait (ResendAfter, doubling)
+// is sent again, byte for byte, until ctx ends; a connection that is
+// reconnecting is waited for the same way.
+func (c *Client) exchange(ctx context.Context, subject string, data []byte, resend bool) (*nats.Msg, error) {
+	if !resend || c.opts.ResendAfter < 0 {
+		return c.nc.RequestWithContext(ctx, subject, data)
+	}
+	wait := c.opts.ResendAfter
+	for {
+		actx, cancel := context.WithTimeout(ctx, wait)
+		msg, err := c.nc.RequestWithContext(actx, subject, data)
+		cancel()
+		late := errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, nats.ErrConnectionReconnecting)
+		switch {
+		case err == nil, !late:
+			return msg, err
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
+		}
+		if errors.Is(err, nats.ErrConnectionReconnecting) {
+			select { // the request was not sent: wait a little, not a whole attempt
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(50 * time.Millisecond):
+			}
+			continue
+		}
+		c.resent.Add(1)
+		wait *= 2
+	}
+}
+
+// Resent is how many requests this client sent again because their answer
+// was late (Options.ResendAfter).
+func (c *Client) Resent() uint64 { return c.resent.Load() }
+
+// newRequestID is a call's request id: 16 random bytes, hex.
+func newRequestID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 // Resume returns a Turn for a handle and lease obtained earlier (by this

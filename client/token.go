@@ -16,7 +16,7 @@ func (t *Turn) Token(ctx context.Context, ttl time.Duration) (*messages.TokenRep
 	var rep messages.TokenReply
 	if err := t.c.request(ctx, t.subject(messages.OpToken), func(ms uint32) messages.Message {
 		return &messages.TokenRequest{V: messages.Version, Access: t.access, TTLMs: uint32(min(ttl.Milliseconds(), 1<<31)), TimeoutMs: ms}
-	}, &rep, true); err != nil {
+	}, &rep, true, false); err != nil {
 		return nil, err
 	}
 	return &rep, nil

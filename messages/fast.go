@@ -271,11 +271,12 @@ func (m *AckReply) appendMsgpack(b []byte) []byte {
 }
 
 func (m *InvokeRequest) appendMsgpack(b []byte) []byte {
-	b = appendMapLen(b, 3+count(len(m.Args) > 0, m.TimeoutMs != 0))
+	b = appendMapLen(b, 3+count(len(m.Args) > 0, m.TimeoutMs != 0, m.RequestID != ""))
 	b = m.Access.appendMsgpack(appendStr(appendV(b, m.V), "access"))
 	b = appendStr(appendStr(b, "tool"), m.Tool)
 	b = appendOptBin(b, "args", m.Args)
-	return appendTimeout(b, m.TimeoutMs)
+	b = appendTimeout(b, m.TimeoutMs)
+	return appendOptStr(b, "request_id", m.RequestID)
 }
 
 func (m *InvokeReply) appendMsgpack(b []byte) []byte {
@@ -734,7 +735,7 @@ func (m *AckReply) decodeMsgpack(b []byte) bool {
 }
 
 func (m *InvokeRequest) decodeMsgpack(b []byte) bool {
-	zero := m.V == 0 && zeroAccess(&m.Access) && m.Tool == "" && m.Args == nil && m.TimeoutMs == 0
+	zero := m.V == 0 && zeroAccess(&m.Access) && m.Tool == "" && m.Args == nil && m.TimeoutMs == 0 && m.RequestID == ""
 	return decodeInto(m, zero, b, func(r *reader, v *InvokeRequest, k []byte) (bit uint, ok bool) {
 		switch string(k) {
 		case "v":
@@ -752,6 +753,9 @@ func (m *InvokeRequest) decodeMsgpack(b []byte) bool {
 		case "timeout_ms":
 			bit = 4
 			v.TimeoutMs, ok = r.uint32()
+		case "request_id":
+			bit = 5
+			v.RequestID, ok = r.str()
 		}
 		return bit, ok
 	})

@@ -196,6 +196,12 @@ type InvokeRequest struct {
 	Tool      string `msgpack:"tool"`
 	Args      []byte `msgpack:"args,omitempty"`
 	TimeoutMs uint32 `msgpack:"timeout_ms,omitempty"`
+	// RequestID, if set (at most 128 bytes; the Go client sends 16
+	// random bytes, hex), makes the call safe to send again on a named
+	// turn: the turn runs it at most once per lease and id, and answers a
+	// retry with the same tool and arguments with the first execution's
+	// answer (docs/protocol.md, "Retrying a call").
+	RequestID string `msgpack:"request_id,omitempty"`
 }
 
 // InvokeReply answers invoke.

@@ -160,7 +160,7 @@ func (f *Front) invoke(ctx context.Context, data []byte) (messages.Message, erro
 	if err := f.rateCheck(ctx, f.calls, "calls"); err != nil {
 		return nil, err
 	}
-	res, err := f.k.Invoke(ctx, access, req.Tool, req.Args)
+	res, err := f.k.InvokeKeyed(ctx, access, req.RequestID, req.Tool, req.Args)
 	if err != nil {
 		var ce *actors.CallError
 		if !errors.As(err, &ce) {
