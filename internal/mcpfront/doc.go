@@ -28,6 +28,16 @@
 // The server declares tools only, with listChanged false: the turn pins
 // its catalogue (ADR 0026).
 //
+// The endpoint's URL (Options.URL; a node's node.mcp_url when set) is
+// every token's audience: the listener's address, or a public URL in front
+// of the node (a load balancer, a proxy) whose path ends with Path. Any
+// node serves any turn: a request whose token names another node is
+// forwarded to it over NATS (forward.go). What fails on the servers' side
+// there (the node gone, busy or silent, an answer the bus cannot carry)
+// is still answered with a JSON-RPC response a client reads — a call's
+// tool error, a listing's JSON-RPC error, each carrying the reason code —
+// not with a 5xx, whose body MCP clients do not read.
+//
 // tools/call and tools/list usually skip the SDK's per-request session:
 // a request that passes exactly the checks the SDK's stateless handler
 // would make is answered by the same handlers directly, in the bytes the
