@@ -30,6 +30,11 @@ const (
 // QueueGroup is the queue group nodes share for opens and one-operation turns.
 const QueueGroup = "sharedos-nodes"
 
+// NodeQueueGroup is the queue group of the subjects that name one node
+// (its turns): only that node subscribes, so a request is delivered once,
+// also while the node hands its subscriptions over as it drains.
+func NodeQueueGroup(node string) string { return QueueGroup + "-node-" + node }
+
 // OpenSubject is where opens go (any node).
 func OpenSubject(prefix string) string { return prefix + ".turn.open" }
 

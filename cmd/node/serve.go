@@ -43,7 +43,23 @@ func serve(args []string) error {
 		return err
 	}
 	<-ctx.Done()
-	log.Info("signal received; draining", "timeout", time.Duration(cfg.Node.ShutdownTimeout).String())
+	stop()
+	if d := time.Duration(cfg.Node.DrainTimeout); d > 0 {
+		// A second signal ends the drain at once.
+		dctx, stopDrain := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+		log.Info("signal received; draining: new turns go to other nodes, open ones are served until they close", "drain_timeout", d.String())
+		open, err := n.Drain(dctx, d)
+		stopDrain()
+		switch {
+		case err != nil && dctx.Err() == nil:
+			log.Error("drain", "err", err)
+		case open > 0:
+			log.Info("drain over; closing the turns still open", "open_turns", open)
+		default:
+			log.Info("drained: no turn open")
+		}
+	}
+	log.Info("stopping", "timeout", time.Duration(cfg.Node.ShutdownTimeout).String())
 	sctx, cancel := context.WithTimeout(context.Background(), time.Duration(cfg.Node.ShutdownTimeout))
 	defer cancel()
 	return n.Shutdown(sctx)

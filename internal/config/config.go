@@ -110,7 +110,14 @@ type Node struct {
 	// (loopback when it listens on every interface). In a cluster it is
 	// every node's unless cluster.nodes[].mcp_url sets the node's own.
 	MCPURL string `yaml:"mcp_url"`
-	// ShutdownTimeout bounds draining on SIGTERM. Default 15s.
+	// DrainTimeout is how long SIGTERM lets the node's open turns finish
+	// before it stops: opens go to the other nodes at once, this node's
+	// turns keep being served until they close or this passes (then they
+	// are closed, reason shutdown). Default DefaultDrainTimeout (20s) when
+	// absent from the file; 0: no wait.
+	DrainTimeout Duration `yaml:"drain_timeout"`
+	// ShutdownTimeout bounds stopping after the drain: calls in flight,
+	// closing the remaining turns, flushing the audit. Default 15s.
 	ShutdownTimeout Duration `yaml:"shutdown_timeout"`
 	// CredsDir holds the bus identities' seeds (docs/security.md).
 	// Default <data_dir>/creds; in a cluster every node must use the same
@@ -309,6 +316,9 @@ type Tool struct {
 type Duration = mcpprovider.Duration
 
 // Load reads and validates a config file.
+// DefaultDrainTimeout is node.drain_timeout when the file does not set it.
+const DefaultDrainTimeout = 20 * time.Second
+
 func Load(path string) (*Config, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -321,6 +331,9 @@ func Load(path string) (*Config, error) {
 // defaults and validates.
 func Parse(b []byte) (*Config, error) {
 	var c Config
+	// Defaults whose zero means something else ("no wait") are set
+	// before decoding, so only an absent field takes them.
+	c.Node.DrainTimeout = Duration(DefaultDrainTimeout)
 	if err := yaml.UnmarshalWithOptions(b, &c, yaml.Strict()); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
@@ -448,6 +461,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Audit.MaxPending < 0 {
 		add("audit.max_pending must not be negative")
+	}
+	if c.Node.DrainTimeout < 0 {
+		add("node.drain_timeout must not be negative (0: no wait)")
 	}
 	if a, r := c.Audit.AckTimeout, c.Audit.RetryWindow; a < Duration(100*time.Millisecond) || a > r {
 		add("audit.ack_timeout %s must be at least 100ms and at most audit.retry_window (%s)", time.Duration(a), time.Duration(r))

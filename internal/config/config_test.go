@@ -57,6 +57,7 @@ func TestParseRefusesMistakes(t *testing.T) {
 		"long wait":                  {"segment_max_wait: 0s", "segment_max_wait: 2s"},
 		"negative wait":              {"segment_max_wait: 0s", "segment_max_wait: -1ms"},
 		"negative queue":             {"max_pending: 16384", "max_pending: -1"},
+		"negative drain":             {"drain_timeout: 20s", "drain_timeout: -1s"},
 		"ack timeout tiny":           {"max_pending: 16384", "max_pending: 16384\n  ack_timeout: 10ms"},
 		"ack past retries":           {"max_pending: 16384", "max_pending: 16384\n  ack_timeout: 5s\n  retry_window: 2s"},
 		"retries past call":          {"max_pending: 16384", "max_pending: 16384\n  retry_window: 30s"},
@@ -149,6 +150,29 @@ providers:
 	for k, v := range want {
 		if got[k] != v {
 			t.Errorf("%s: %q, want %q", k, got[k], v)
+		}
+	}
+}
+
+// node.drain_timeout: absent is the default, 0s is no wait.
+func TestDrainTimeoutAbsentOrZero(t *testing.T) {
+	base, err := os.ReadFile("../../cluster.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for yaml, want := range map[string]time.Duration{
+		"drain_timeout: 20s": config.DefaultDrainTimeout, // as in the sample
+		"drain_timeout: 0s":  0,
+		"drain_timeout: 3s":  3 * time.Second,
+		"":                   config.DefaultDrainTimeout,
+	} {
+		text := strings.Replace(string(base), "drain_timeout: 20s", yaml, 1)
+		cfg, err := config.Parse([]byte(text))
+		if err != nil {
+			t.Fatalf("%q: %v", yaml, err)
+		}
+		if got := time.Duration(cfg.Node.DrainTimeout); got != want {
+			t.Errorf("%q: drain timeout %v, want %v", yaml, got, want)
 		}
 	}
 }

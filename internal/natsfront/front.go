@@ -71,8 +71,14 @@ type Front struct {
 	k    *actors.Kernel
 	nc   *nats.Conn
 	opts Options
-	svc  micro.Service
-	sem  chan struct{}
+	// mu guards svc, draining and stopped (Drain and Stop).
+	mu       sync.Mutex
+	svc      micro.Service
+	draining bool
+	stopped  bool
+	// eps are the endpoints, fixed by Serve.
+	eps []endpoint
+	sem chan struct{}
 	pool *workpool.Pool
 	wg   sync.WaitGroup
 	once sync.Once
@@ -117,14 +123,8 @@ func Serve(nc *nats.Conn, k *actors.Kernel, opts Options) (*Front, error) {
 	}
 	f := &Front{k: k, nc: nc, opts: opts, sem: make(chan struct{}, opts.MaxConcurrent), pool: workpool.New(64),
 		maxPayload: int(nc.MaxPayload()), opens: limiters(opts.OpenRates), calls: limiters(opts.CallRates)}
-	type ep struct {
-		name, subject, queue string
-		op                   messages.Op
-		handle               handler
-		request, reply       string // message types, for endpoint metadata
-	}
 	node, p := k.Node(), opts.Prefix
-	eps := []ep{
+	f.eps = []endpoint{
 		{"open", messages.OpenSubject(p), messages.QueueGroup, messages.OpOpen, f.open, "OpenRequest", "OpenReply"},
 		{"attach", messages.TurnSubject(p, node, messages.OpAttach), "", messages.OpAttach, f.open, "OpenRequest", "OpenReply"},
 		{"list", messages.TurnSubject(p, node, messages.OpList), "", messages.OpList, f.list, "ListRequest", "ListReply"},
@@ -138,15 +138,37 @@ func Serve(nc *nats.Conn, k *actors.Kernel, opts Options) (*Front, error) {
 		{"oneop_invoke", messages.OneOpSubject(p, messages.OpInvoke), messages.QueueGroup, messages.OpInvoke, f.invoke, "InvokeRequest", "InvokeReply"},
 	}
 	// Each endpoint's figures, fixed before anything can read them.
-	f.stats = make(map[string]*endpointStats, len(eps))
-	for _, e := range eps {
+	f.stats = make(map[string]*endpointStats, len(f.eps))
+	for _, e := range f.eps {
 		f.stats[e.name] = &endpointStats{}
 	}
-	svc, err := micro.AddService(nc, micro.Config{
+	svc, err := f.addService(f.eps)
+	if err != nil {
+		return nil, err
+	}
+	f.svc = svc
+	return f, nil
+}
+
+// endpoint is one request subject the front serves.
+type endpoint struct {
+	name, subject, queue string
+	op                   messages.Op
+	handle               handler
+	request, reply       string // message types, for endpoint metadata
+}
+
+
+// addService registers eps as the node's micro service and returns once
+// the server has the subscriptions: a node that says it is ready must not
+// answer its first client with "no responders".
+func (f *Front) addService(eps []endpoint) (micro.Service, error) {
+	p := f.opts.Prefix
+	svc, err := micro.AddService(f.nc, micro.Config{
 		Name:        "sharedos",
-		Version:     opts.Version,
+		Version:     f.opts.Version,
 		Description: "SharedOS turn kernel: catalogue resolved once per turn, live authority, audited calls",
-		Metadata:    map[string]string{"node": k.Node(), "prefix": opts.Prefix, "protocol": fmt.Sprint(messages.Version), "encoding": "msgpack"},
+		Metadata:    map[string]string{"node": f.k.Node(), "prefix": p, "protocol": fmt.Sprint(messages.Version), "encoding": "msgpack"},
 		// Requests are handled off the subscription, so micro's own
 		// processing_time measures the hand-off; each endpoint's data
 		// carries the real figures (see endpointStats).
@@ -160,17 +182,15 @@ func Serve(nc *nats.Conn, k *actors.Kernel, opts Options) (*Front, error) {
 	if err != nil {
 		return nil, fmt.Errorf("natsfront: registering service: %w", err)
 	}
-	f.svc = svc
 	for _, e := range eps {
-		opt := []micro.EndpointOpt{micro.WithEndpointSubject(e.subject), micro.WithEndpointMetadata(map[string]string{
-			"request": e.request, "reply": e.reply, "encoding": "msgpack", "protocol": fmt.Sprint(messages.Version),
-		})}
-		if e.queue != "" {
-			opt = append(opt, micro.WithEndpointQueueGroup(e.queue))
-		} else {
-			// The subject names this node; no other node subscribes to it.
-			opt = append(opt, micro.WithEndpointQueueGroupDisabled())
+		queue := e.queue
+		if queue == "" { // the subject names this node; no other node subscribes to it
+			queue = messages.NodeQueueGroup(f.k.Node())
 		}
+		opt := []micro.EndpointOpt{micro.WithEndpointSubject(e.subject), micro.WithEndpointQueueGroup(queue),
+			micro.WithEndpointMetadata(map[string]string{
+				"request": e.request, "reply": e.reply, "encoding": "msgpack", "protocol": fmt.Sprint(messages.Version),
+			})}
 		kind := turnSubject
 		switch e.subject {
 		case messages.OneOpSubject(p, e.op):
@@ -178,19 +198,48 @@ func Serve(nc *nats.Conn, k *actors.Kernel, opts Options) (*Front, error) {
 		case messages.OpenSubject(p):
 			kind = openSubject
 		}
-		st := f.stats[e.name]
-		if err := svc.AddEndpoint(e.name, micro.HandlerFunc(func(r micro.Request) { f.dispatch(r, st, e.op, kind, e.handle) }), opt...); err != nil {
+		st, op, handle := f.stats[e.name], e.op, e.handle
+		if err := svc.AddEndpoint(e.name, micro.HandlerFunc(func(r micro.Request) { f.dispatch(r, st, op, kind, handle) }), opt...); err != nil {
 			_ = svc.Stop()
 			return nil, fmt.Errorf("natsfront: endpoint %s: %w", e.name, err)
 		}
 	}
-	// Return only once the server has the subscriptions: a node that says
-	// it is ready must not answer its first client with "no responders".
-	if err := nc.Flush(); err != nil {
+	if err := f.nc.Flush(); err != nil {
 		_ = svc.Stop()
 		return nil, fmt.Errorf("natsfront: flushing subscriptions: %w", err)
 	}
-	return f, nil
+	return svc, nil
+}
+
+// Drain stops taking what any node could take — opens and turns of one
+// operation, which the other nodes' queue group members then get — while
+// this node's own turns keep being served until Stop. It registers the
+// turn endpoints as a new service (the same queue group, so a request in
+// between is delivered to one of the two) before the old one drains: no
+// request to a turn of this node goes unanswered. Idempotent.
+func (f *Front) Drain() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.draining || f.stopped {
+		return nil
+	}
+	var own []endpoint
+	for _, e := range f.eps {
+		if e.queue == "" {
+			own = append(own, e)
+		}
+	}
+	svc, err := f.addService(own)
+	if err != nil {
+		return err
+	}
+	old := f.svc
+	f.svc, f.draining = svc, true
+	if err := old.Stop(); err != nil {
+		return fmt.Errorf("natsfront: draining: %w", err)
+	}
+	f.opts.Logger.Info("natsfront: draining: opens go to other nodes; this node's turns are still served", "node", f.k.Node())
+	return nil
 }
 
 // Stop stops taking requests (draining the subscriptions) and waits, until
@@ -198,7 +247,10 @@ func Serve(nc *nats.Conn, k *actors.Kernel, opts Options) (*Front, error) {
 func (f *Front) Stop(ctx context.Context) error {
 	var err error
 	f.once.Do(func() {
+		f.mu.Lock()
+		f.stopped = true
 		err = f.svc.Stop()
+		f.mu.Unlock()
 		done := make(chan struct{})
 		go func() { f.wg.Wait(); close(done) }()
 		select {

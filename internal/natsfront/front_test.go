@@ -235,7 +235,7 @@ func TestRegisteredAsMicroService(t *testing.T) {
 	if subjects["sharedos.turn.open"] != messages.QueueGroup {
 		t.Fatalf("open endpoint: %v", subjects)
 	}
-	if _, ok := subjects["sharedos.turn.n1.invoke"]; !ok || len(subjects) != 11 || subjects["sharedos.turn.n1.token"] != "" {
+	if _, ok := subjects["sharedos.turn.n1.invoke"]; !ok || len(subjects) != 11 || subjects["sharedos.turn.n1.token"] != messages.NodeQueueGroup("n1") {
 		t.Fatalf("endpoints: %v", subjects)
 	}
 }

@@ -507,6 +507,33 @@ func (n *Node) Kernel() *actors.Kernel { return n.kernel }
 // Conn is the node's own NATS connection.
 func (n *Node) Conn() *nats.Conn { return n.nc }
 
+// Drain is the first half of a graceful stop: the node stops taking new
+// turns (opens and turns of one operation go to the other nodes; /readyz
+// answers 503) and keeps serving its open turns until they have all
+// closed, timeout has passed, or ctx ends. Shutdown then closes whatever
+// is still open. It returns how many turns were still open at the end.
+func (n *Node) Drain(ctx context.Context, timeout time.Duration) (int, error) {
+	n.ready.Store(false)
+	if n.front == nil || n.kernel == nil {
+		return 0, nil
+	}
+	if err := n.front.Drain(); err != nil {
+		return 0, err
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		open, err := n.kernel.OpenTurns(ctx)
+		if err != nil || open == 0 || !time.Now().Before(deadline) {
+			return open, err
+		}
+		select {
+		case <-ctx.Done():
+			return open, ctx.Err()
+		case <-time.After(min(50*time.Millisecond, time.Until(deadline))):
+		}
+	}
+}
+
 // Shutdown stops taking work, lets requests in flight finish (within ctx),
 // closes every open turn (recording turn.closed), flushes the audit
 // stream, and stops NATS and HTTP. Idempotent; safe on a partly started node.
