@@ -77,8 +77,8 @@ type Front struct {
 	draining bool
 	stopped  bool
 	// eps are the endpoints, fixed by Serve.
-	eps []endpoint
-	sem chan struct{}
+	eps  []endpoint
+	sem  chan struct{}
 	pool *workpool.Pool
 	wg   sync.WaitGroup
 	once sync.Once
@@ -157,7 +157,6 @@ type endpoint struct {
 	handle               handler
 	request, reply       string // message types, for endpoint metadata
 }
-
 
 // addService registers eps as the node's micro service and returns once
 // the server has the subscriptions: a node that says it is ready must not
