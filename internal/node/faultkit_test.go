@@ -10,10 +10,12 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -318,9 +320,21 @@ type settledAudit struct {
 	missing            []auditKey
 	took               time.Duration
 	readErrs           int
-	// degraded are, by turn, the providers its catalogue resolution
-	// recorded as failed ("calendar: provider_timeout after 5s").
-	degraded map[string][]string
+	// resolutions are, by turn, its catalogue resolution as recorded.
+	resolutions map[string]resolution
+	// allowed are the calls decided allow (tool.invoked, decision allow);
+	// denied counts the calls denied, by reason.
+	allowed map[auditKey]bool
+	denied  map[string]int
+}
+
+// resolution is a turn's tool.catalog.resolved: when it was recorded, the
+// provider that took longest, and the providers that failed.
+type resolution struct {
+	at      time.Time
+	slowest string        // "calendar ok after 2.95s"
+	took    time.Duration // the slowest provider's
+	failed  []string      // "calendar: provider_timeout after 5s"
 }
 
 // readSettled reads the whole audit stream as the auditor on nc until
@@ -332,7 +346,7 @@ func readSettled(t *testing.T, nc *nats.Conn, want []auditKey) settledAudit {
 	attempt := 15*time.Second + time.Duration(len(want)/4000)*time.Second
 	start := time.Now()
 	for n := 0; ; n++ {
-		s := settledAudit{invoked: map[auditKey]int{}, completed: map[auditKey]int{}, degraded: map[string][]string{}}
+		s := settledAudit{invoked: map[auditKey]int{}, completed: map[auditKey]int{}, resolutions: map[string]resolution{}, allowed: map[auditKey]bool{}, denied: map[string]int{}}
 		ids := map[string]int{}
 		rctx, cancel := context.WithTimeout(context.Background(), attempt)
 		err := audit.ReadAll(rctx, nc, audit.TailOptions{Prefix: "sharedos", Stream: "SHAREDOS_AUDIT"}, func(d []byte, ev *audit.Event) error {
@@ -345,11 +359,23 @@ func readSettled(t *testing.T, nc *nats.Conn, want []auditKey) settledAudit {
 				s.dups++
 			}
 			if ev.Type == audit.CatalogResolved && ev.Catalog != nil {
+				r := resolution{at: ev.Time}
 				for _, p := range ev.Catalog.Providers {
-					if p.Status == "failed" {
-						s.degraded[ev.TurnID] = append(s.degraded[ev.TurnID], fmt.Sprintf("%s: %s after %v", p.Provider, p.Reason,
-							(time.Duration(p.DurationMicros)*time.Microsecond).Round(time.Millisecond)))
+					d := (time.Duration(p.DurationMicros) * time.Microsecond).Round(time.Millisecond)
+					if d >= r.took {
+						r.took, r.slowest = d, fmt.Sprintf("%s %s after %v", p.Provider, p.Status, d)
 					}
+					if p.Status == "failed" {
+						r.failed = append(r.failed, fmt.Sprintf("%s: %s after %v", p.Provider, p.Reason, d))
+					}
+				}
+				s.resolutions[ev.TurnID] = r
+			}
+			if ev.Type == audit.ToolInvoked && ev.Call != nil {
+				if ev.Call.Decision == "allow" {
+					s.allowed[auditKey{ev.TurnID, ev.Call.ID}] = true
+				} else {
+					s.denied[ev.Call.Reason]++
 				}
 			}
 			if ev.Call != nil {
@@ -400,11 +426,11 @@ func (s settledAudit) twiceCompleted() int {
 	return n
 }
 
-// neverCompleted are the calls recorded (tool.invoked) with no
-// tool.completed, as "turn/call".
+// neverCompleted are the calls allowed (tool.invoked, decision allow)
+// with no tool.completed, as "turn/call".
 func (s settledAudit) neverCompleted() []string {
 	var out []string
-	for k := range s.invoked {
+	for k := range s.allowed {
 		if s.completed[k] == 0 {
 			out = append(out, k.turn+"/"+k.call)
 		}
@@ -444,3 +470,62 @@ func procMemory(pid int) (rss, peak int64, err error) {
 
 // mib formats bytes as MiB.
 func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
+
+// stopAtCleanup registers a cleanup, run before procCluster's own
+// (cleanups run last-first), that stops the nodes still running: first
+// those given, one by one, then the others at once, with SIGTERM repeated
+// until each exits (the second ends its drain), and logs how long that
+// took. procCluster's cleanup stops them one by one, each with one SIGTERM:
+// a node holding turns nobody will close (a paused node's stale opens)
+// drains for node.drain_timeout (20s) first. Such a node is best stopped
+// first, while the audit stream has its quorum for its last records.
+func (pc *procCluster) stopAtCleanup(t *testing.T, first ...int) {
+	t.Cleanup(func() {
+		start := time.Now()
+		var took []string
+		wait := func(i int) {
+			tick := time.NewTicker(500 * time.Millisecond)
+			defer tick.Stop()
+			giveUp := time.After(30 * time.Second)
+		waiting:
+			for {
+				select {
+				case <-pc.exited[i]:
+					break waiting
+				case <-tick.C:
+					// Again: a second SIGTERM ends the drain at once (turns
+					// nobody will close would hold it for drain_timeout).
+					_ = pc.cmds[i].Process.Signal(syscall.SIGTERM)
+				case <-giveUp:
+					_ = pc.cmds[i].Process.Kill()
+					<-pc.exited[i]
+					break waiting
+				}
+			}
+			d := time.Since(start)
+			took = append(took, fmt.Sprintf("%s %v", pc.ids[i], d.Round(time.Millisecond)))
+			if d > 10*time.Second {
+				l := pc.log(i)
+				t.Logf("%s took %v to stop; the end of its log:\n%s", pc.ids[i], d.Round(time.Millisecond), l[max(0, len(l)-3000):])
+			}
+		}
+		for _, cmd := range pc.cmds {
+			_ = cmd.Process.Signal(syscall.SIGCONT) // a stopped process cannot stop
+		}
+		for _, i := range first {
+			_ = pc.cmds[i].Process.Signal(syscall.SIGTERM)
+			wait(i)
+		}
+		var rest []int
+		for i, cmd := range pc.cmds {
+			if !slices.Contains(first, i) {
+				_ = cmd.Process.Signal(syscall.SIGTERM)
+				rest = append(rest, i)
+			}
+		}
+		for _, i := range rest {
+			wait(i)
+		}
+		t.Logf("the processes stopped (SIGTERM): %s", strings.Join(took, ", "))
+	})
+}

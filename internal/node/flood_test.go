@@ -51,6 +51,7 @@ func TestFaultNodeFlooded(t *testing.T) {
 	bin := buildNode(t, t.TempDir())
 	t1 := time.Now()
 	pc := startProcCluster(t, bin)
+	pc.stopAtCleanup(t)
 	t.Logf("cmd/node built in %v; three processes ready in %v", t1.Sub(t0).Round(time.Millisecond), time.Since(t1).Round(time.Millisecond))
 	_, target, others := nonLeader(t, pc)
 	pid := pc.cmds[target].Process.Pid
@@ -374,8 +375,8 @@ func TestFaultNodeFlooded(t *testing.T) {
 		pct(rtts[0], 50), pct(rtts[0], 100), len(rtts[0]), pct(rtts[1], 50), pct(rtts[1], 100), len(rtts[1]), backlog)
 	t.Logf("FIGURES memory of %s (pid %d): RSS before %s (peak since start %s); peak after the flood %s (bound %s)",
 		pc.ids[target], pid, mib(rssBefore), mib(peakBefore), mib(peakAfter), mib(peakCap))
-	t.Logf("FIGURES audit: %d records, settled %v (%d reads failed), acked-lost %d, duplicates %d, verify ok=%v (%d turns, %d closed, %d checkpoints)",
-		len(s.data), s.took.Round(time.Millisecond), s.readErrs, len(s.missing), s.dups, rep.OK(), rep.Turns, rep.Closed, rep.Checkpoints)
+	t.Logf("FIGURES audit: %d records, settled %v (%d reads failed), acked-lost %d, duplicates %d, calls allowed but never completed %d, calls denied (recorded decisions) %v, verify ok=%v (%d turns, %d closed, %d checkpoints)",
+		len(s.data), s.took.Round(time.Millisecond), s.readErrs, len(s.missing), s.dups, len(s.neverCompleted()), s.denied, rep.OK(), rep.Turns, rep.Closed, rep.Checkpoints)
 }
 
 // overloadSource says which bound refused a request overloaded, from the

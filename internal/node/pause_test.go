@@ -75,6 +75,7 @@ func TestFaultNodePaused(t *testing.T) {
 	// the leader fault's (docs/operations.md).
 	leader, victim, survivors := nonLeader(t, pc)
 	t.Logf("audit stream leader %s; pausing %s", leader, pc.ids[victim])
+	pc.stopAtCleanup(t, victim) // it holds the stale opens' turns
 	auditorNC := pc.connect(t, survivors[0], "auditor")
 
 	// Four runtime connections, two on each survivor's server; calls go
@@ -97,6 +98,7 @@ func TestFaultNodePaused(t *testing.T) {
 		calls               []pauseCall
 		opens               = map[reason.Code]int{}
 		openErrs            = map[reason.Code]string{} // the first of each code but deadline_exceeded
+		abandoned           []*client.Turn             // turns left after a failed call
 		pausedAt, resumedAt time.Time
 	)
 	phaseOf := func(at time.Time) pausePhase {
@@ -185,10 +187,15 @@ func TestFaultNodePaused(t *testing.T) {
 			n := 0
 			for stop.Err() == nil {
 				if err != nil || (w >= holders && n == callsPerTurn) {
-					if tr != nil && err == nil {
+					switch {
+					case tr != nil && err == nil:
 						cctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 						_ = tr.Close(cctx)
 						cancel()
+					case tr != nil: // closed once the load is over (its node may be paused)
+						mu.Lock()
+						abandoned = append(abandoned, tr)
+						mu.Unlock()
 					}
 					if tr, err = openOn(stop, cn.c, ""); err != nil {
 						return
@@ -210,7 +217,7 @@ func TestFaultNodePaused(t *testing.T) {
 					err = reason.New(code, "call failed") // a new turn for the next call
 				}
 			}
-			if tr != nil && err == nil {
+			if tr != nil {
 				cctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 				_ = tr.Close(cctx)
 				cancel()
@@ -266,6 +273,14 @@ func TestFaultNodePaused(t *testing.T) {
 	workersWG.Wait()
 	wg.Wait()
 	loadEnd := time.Now()
+	// The turns left after a failed call are closed (their nodes all
+	// serve again), so that no node stops with a turn open but the
+	// stale opens' on the resumed node, which nobody knows of.
+	for _, tr := range abandoned {
+		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_ = tr.Close(cctx)
+		cancel()
+	}
 
 	// The figures, from the callers' side.
 	mu.Lock()
@@ -393,19 +408,44 @@ func TestFaultNodePaused(t *testing.T) {
 	// A call on another node's turn may fail in one way only: it is the
 	// first call of a new turn, which resolves the turn's catalogue, and a
 	// provider hosted by every node in a queue group (calendar) was asked
-	// on the paused node: the resolution waits for the resolve timeout
-	// (5s) before it records that provider failed, longer than the
-	// caller's deadline. The trail shows the provider failed for that turn.
-	var resolveStalled int
+	// on the paused node: the resolution waits until the node resumes or
+	// the resolve timeout (5s) passes, and the caller's deadline passes
+	// first, or too little of it is left for the decision and the call's
+	// two records (the node is told 90% of it). The trail shows it: the
+	// turn's tool.catalog.resolved is recorded 80% or more of the
+	// caller's deadline after the call, a provider having taken 1s or more.
+	// Or the audit stream's leader changed around the call: the resumed
+	// node, its Raft election timer expired while it was stopped, may
+	// call an election at a higher term, which makes the leader step down;
+	// the records of every node wait for the new leader (the writer
+	// retries within its retry window) and a caller's deadline may pass.
+	// The poll of the leader shows it.
+	electionNear := func(c pauseCall) (seen, bool) {
+		for _, l := range leaders[min(1, len(leaders)):] {
+			if !l.at.Before(c.start.Add(-2*time.Second)) && !l.at.After(c.start.Add(c.took+2*time.Second)) {
+				return l, true
+			}
+		}
+		return seen{}, false
+	}
+	var resolveStalled, electionStalled int
 	for _, c := range survivorFailed {
 		at := c.start.Sub(pausedAt).Round(time.Millisecond)
-		if c.nth == 1 && c.code == reason.DeadlineExceeded && len(s.degraded[c.turn]) > 0 {
+		r, ok := s.resolutions[c.turn]
+		if c.nth == 1 && c.code == reason.DeadlineExceeded && ok && r.took >= time.Second && r.at.Sub(c.start) >= callTimeout*8/10 {
 			resolveStalled++
-			t.Logf("the first call on %s's new turn %s (started at %+v of the pause) waited for its catalogue: %v", c.node, c.turn, at, s.degraded[c.turn])
+			t.Logf("the first call on %s's new turn %s (started at %+v of the pause) waited for its catalogue, resolved %v after the call started: slowest %s, failed %v",
+				c.node, c.turn, at, r.at.Sub(c.start).Round(time.Millisecond), r.slowest, r.failed)
 			continue
 		}
-		t.Errorf("call %d on %s's turn %s through %s's server, started at %+v of the pause, failed: %s (providers failed in its resolution: %v)",
-			c.nth, c.node, c.turn, c.via, at, c.code, s.degraded[c.turn])
+		if l, ok := electionNear(c); ok && c.code == reason.DeadlineExceeded {
+			electionStalled++
+			t.Logf("call %d on %s's turn %s (started at %+v of the pause) waited out its deadline while the audit stream's leader changed (%s at %+v)",
+				c.nth, c.node, c.turn, at, l.leader, l.at.Sub(pausedAt).Round(10*time.Millisecond))
+			continue
+		}
+		t.Errorf("call %d on %s's turn %s through %s's server, started at %+v of the pause, failed: %s (its catalogue resolved %v after the call started: slowest %s)",
+			c.nth, c.node, c.turn, c.via, at, c.code, r.at.Sub(c.start).Round(time.Millisecond), r.slowest)
 	}
 	twice := s.twiceCompleted()
 	if twice > 0 {
@@ -425,13 +465,15 @@ func TestFaultNodePaused(t *testing.T) {
 	}
 	t.Logf("FIGURES the audit stream's leader, polled through %s (times from the pause, resumed at %+v): %s",
 		pc.ids[survivors[1]], pauseLen.Round(10*time.Millisecond), strings.Join(ls, " → "))
-	var degraded []string
-	for turn, ps := range s.degraded {
-		degraded = append(degraded, turn+" "+strings.Join(ps, ", "))
+	var slow []string // resolutions that took a second or more
+	for turn, r := range s.resolutions {
+		if r.took >= time.Second {
+			slow = append(slow, turn+": "+r.slowest)
+		}
 	}
-	slices.Sort(degraded)
-	t.Logf("FIGURES the other nodes' turns: %d failed calls, %d of them the first call of a new turn waiting for its catalogue (the paused node's calendar provider); turns with a provider failed in their resolution: %d %v",
-		len(survivorFailed), resolveStalled, len(degraded), degraded)
+	slices.Sort(slow)
+	t.Logf("FIGURES the other nodes' turns: %d failed calls: %d the first call of a new turn waiting for its catalogue, %d waiting while the audit stream's leader changed; catalogue resolutions that waited 1s or more for a provider: %d %v",
+		len(survivorFailed), resolveStalled, electionStalled, len(slow), slow)
 	t.Logf("FIGURES the paused node's turns answered again %v after the resume; a fresh turn on it: call %q; opens %v %v",
 		backAfter.Round(time.Millisecond), probeCode, opens, openErrs)
 	t.Logf("FIGURES replies: %d requests, %d answered in time, %d answered only after the caller gave up (late: %v; %d of them carried out, their records in the trail), %d answered twice, %d never answered, %d stray replies",
