@@ -120,12 +120,9 @@ func plainBearer(h string) (string, bool) {
 // reports true, or reports false with r as it came (its body restored)
 // for the chain to answer.
 func (f *Front) serveFast(w http.ResponseWriter, r *http.Request, e *turnEntry, info *auth.TokenInfo) bool {
-	// The SDK's DNS-rebinding check (a loopback listener, a Host that is
-	// not loopback: 403), its protocol-version check, and its stateless
-	// POST checks: Content-Type, Accept, no Last-Event-ID.
-	if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && la != nil && loopbackAddr(la) && !sdkIsLoopback(r.Host) {
-		return false
-	}
+	// (The DNS-rebinding check is checkOrigin's, made before.) The SDK's
+	// protocol-version check, and its stateless POST checks: Content-Type,
+	// Accept, no Last-Event-ID.
 	version := r.Header.Get("Mcp-Protocol-Version")
 	known := false
 	for _, v := range fastVersions {

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -122,12 +121,8 @@ func (f *Front) Close() error {
 // forward sends r (its token naming node c.Node) to that node and relays
 // the answer.
 func (f *Front) forward(w http.ResponseWriter, r *http.Request, c *Claims) {
-	// The DNS-rebinding check the SDK makes on the edge's listener (the
-	// owning node's request has no listener to check).
-	if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && la != nil && sdkIsLoopback(la.String()) && !sdkIsLoopback(r.Host) {
-		http.Error(w, fmt.Sprintf("Forbidden: invalid Host header %q", r.Host), http.StatusForbidden)
-		return
-	}
+	// (The DNS-rebinding check on the edge's listener is checkOrigin's,
+	// made before; the owning node's request has no listener to check.)
 	if !validNodeID(c.Node) {
 		f.refuse(w, r, nil, http.StatusForbidden, nil, reason.TurnNotFound, "turn %s names node %q, which is not a node id", c.Turn, c.Node)
 		return

@@ -133,8 +133,11 @@ type Front struct {
 	origin string // the URL's own origin
 	// loopback: the URL's host is loopback, so are the pages allowed.
 	loopback bool
-	metaURL  string // RFC 9728 protected-resource metadata
-	handler  http.Handler
+	// host is the URL's host name: a Host the DNS-rebinding check admits
+	// on a loopback listener (the endpoint's own public name).
+	host    string
+	metaURL string // RFC 9728 protected-resource metadata
+	handler http.Handler
 	// sdkHandler is handler without the fast path (tests compare them).
 	sdkHandler http.Handler
 	// fastServed counts requests the fast path answered.
@@ -220,11 +223,14 @@ func New(opts Options) (*Front, error) {
 		keys:     append([]ed25519.PublicKey{opts.Key.Public().(ed25519.PublicKey)}, opts.TrustedKeys...),
 		origin:   u.Scheme + "://" + u.Host,
 		loopback: isLoopbackHost(u.Hostname()),
+		host:     u.Hostname(),
 		metaURL:  u.Scheme + "://" + u.Host + MetadataPath(u.Path),
 	}
+	// The SDK's DNS-rebinding check is made by checkOrigin instead (the
+	// same rule, and the endpoint's own public name admitted).
 	sdk := mcp.NewStreamableHTTPHandler(f.getServer, &mcp.StreamableHTTPOptions{
 		Stateless: true, JSONResponse: true, MaxRequestBodyBytes: opts.MaxRequestBodyBytes,
-		PropagateRequestCancellation: true, Logger: opts.Logger,
+		PropagateRequestCancellation: true, Logger: opts.Logger, DisableLocalhostProtection: true,
 	})
 	// Expiry is checked by verify on the front's clock; the SDK's own
 	// check (on the wall clock) is off: a TokenInfo carries no Expiration.
@@ -540,13 +546,35 @@ func isLoopbackHost(h string) bool {
 
 // checkOrigin refuses a browser request from an origin not allowed (the
 // SDK's CrossOriginProtection lets any request with no Origin through and
-// allows same-origin by Sec-Fetch-Site, which a non-browser can forge).
+// allows same-origin by Sec-Fetch-Site, which a non-browser can forge),
+// and then a request that rebindingHost refuses, with the SDK's answer.
 func (f *Front) checkOrigin(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if o := r.Header.Get("Origin"); o != "" && !strings.EqualFold(o, f.origin) && !slices.Contains(f.opts.AllowedOrigins, o) && !(f.loopback && loopbackOrigin(o)) {
 			http.Error(w, fmt.Sprintf("forbidden: origin %q is not allowed", o), http.StatusForbidden)
 			return
 		}
+		if f.rebindingHost(r) {
+			http.Error(w, fmt.Sprintf("Forbidden: invalid Host header %q", r.Host), http.StatusForbidden)
+			return
+		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// rebindingHost is the SDK's DNS-rebinding protection (a request on a
+// loopback listener whose Host is not loopback), less the endpoint's own
+// host: behind a proxy on the same machine that passes the public Host
+// through (node.mcp_url), that Host is the operator's name, not a
+// rebinding attacker's.
+func (f *Front) rebindingHost(r *http.Request) bool {
+	la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	if !ok || la == nil || !loopbackAddr(la) || sdkIsLoopback(r.Host) {
+		return false
+	}
+	h := r.Host
+	if hh, _, err := net.SplitHostPort(h); err == nil {
+		h = hh
+	}
+	return !strings.EqualFold(strings.Trim(h, "[]"), f.host)
 }

@@ -15,8 +15,9 @@ import (
 // tokens the node mints are for the public URL (their audience, and the
 // URL the mint reply gives), and are accepted at the node's /mcp; a token
 // signed with the node's own key for any other endpoint — the listener's
-// own address included — is refused 401, and the protected-resource
-// metadata names the public URL.
+// own address included — is refused 401; the public Host is admitted on
+// the loopback listener, no other; and the protected-resource metadata
+// names the public URL.
 func TestMCPFrontPublicURL(t *testing.T) {
 	const public = "https://mcp.example.test/team-a/mcp"
 	dir := t.TempDir()
@@ -58,6 +59,25 @@ func TestMCPFrontPublicURL(t *testing.T) {
 		code, body := postMCP(t, local, bad, list, nil)
 		if code != http.StatusUnauthorized || !strings.Contains(body, "another endpoint") || !strings.Contains(body, public) {
 			t.Fatalf("a token for %s: %d %s", aud, code, body)
+		}
+	}
+	// A proxy on this machine that passes the public Host through: the
+	// listener is on loopback, and the DNS-rebinding check admits the
+	// endpoint's own name (any port), and no other.
+	for host, want := range map[string]int{"mcp.example.test": http.StatusOK, "MCP.example.test:443": http.StatusOK, "evil.example": http.StatusForbidden, "mcp.example.test.evil.example": http.StatusForbidden} {
+		req, _ := http.NewRequestWithContext(ctx(t), http.MethodPost, local, strings.NewReader(string(list)))
+		req.Host = host
+		req.Header.Set("Authorization", "Bearer "+tok.Token)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Fatalf("Host %s: %d, want %d", host, resp.StatusCode, want)
 		}
 	}
 	// The 401's pointer to the metadata is the public one; the metadata is
