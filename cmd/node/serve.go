@@ -43,13 +43,15 @@ func serve(args []string) error {
 		return err
 	}
 	<-ctx.Done()
+	// A second signal ends the drain at once; later ones are ignored
+	// (stopping is bounded by shutdown_timeout). Registered before the
+	// first context lets go, so no signal meets the default action.
+	dctx, stopDrain := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stopDrain()
 	stop()
 	if d := time.Duration(cfg.Node.DrainTimeout); d > 0 {
-		// A second signal ends the drain at once.
-		dctx, stopDrain := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 		log.Info("signal received; draining: new turns go to other nodes, open ones are served until they close", "drain_timeout", d.String())
 		open, err := n.Drain(dctx, d)
-		stopDrain()
 		switch {
 		case err != nil && dctx.Err() == nil:
 			log.Error("drain", "err", err)

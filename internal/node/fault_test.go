@@ -77,6 +77,10 @@ func startProcCluster(t *testing.T, bin string) *procCluster {
 	}
 	t.Cleanup(func() {
 		for i, cmd := range pc.cmds {
+			// The second signal ends the drain: the load has stopped,
+			// and turns left open would keep it for drain_timeout.
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			time.Sleep(100 * time.Millisecond)
 			_ = cmd.Process.Signal(syscall.SIGTERM)
 			select {
 			case <-pc.exited[i]:
