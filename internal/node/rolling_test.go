@@ -212,7 +212,7 @@ func TestFaultRollingRestart(t *testing.T) {
 	}
 
 	type restarted struct {
-		id                        string
+		id                       string
 		stopped, ready, caughtUp time.Duration
 	}
 	var rounds []restarted
@@ -289,7 +289,9 @@ func TestFaultRollingRestart(t *testing.T) {
 		t.Errorf("verify: %v", rep.Violations[:min(3, len(rep.Violations))])
 	}
 
-	q := func(p float64) time.Duration { return lat[min(len(lat)-1, int(p*float64(len(lat))))].Round(time.Millisecond) }
+	q := func(p float64) time.Duration {
+		return lat[min(len(lat)-1, int(p*float64(len(lat))))].Round(time.Millisecond)
+	}
 	t.Logf("FIGURES rolling restart of 3 node processes with SIGTERM under load: %d workers (Go client defaults: resend after 2s, 3 open attempts), turns of %d calls, caller deadline %v, %v of load before the first restart and %v between",
 		workers, callsPerTurn, callTimeout, load, load/2)
 	for _, r := range rounds {
