@@ -200,12 +200,18 @@ func (t *Turn) Invoke(ctx context.Context, alias string, args []byte) (*messages
 }
 
 // Close releases this caller's lease; the turn closes when its last lease
-// is released. Closing twice is harmless.
+// is released. Closing twice is harmless, so a close whose answer is late
+// is sent again (Options.ResendAfter); when the first one had closed the
+// turn, the resend finds no turn, which is what was asked.
 func (t *Turn) Close(ctx context.Context) error {
 	var rep messages.AckReply
-	return t.c.request(ctx, t.subject(messages.OpClose), func(ms uint32) messages.Message {
+	resent, err := t.c.requestCounted(ctx, t.subject(messages.OpClose), func(ms uint32) messages.Message {
 		return &messages.CloseRequest{V: messages.Version, Access: t.access, LeaseID: t.LeaseID, TimeoutMs: ms}
-	}, &rep, true, false)
+	}, &rep, true, true)
+	if resent && errors.Is(err, reason.ErrTurnNotFound) {
+		return nil
+	}
+	return err
 }
 
 // ListTools lists tools in a turn of one operation (no turn is opened).
@@ -325,6 +331,13 @@ func (c *Client) invoke(ctx context.Context, subject string, access Access, alia
 // resend, that the request is safe to send again when its answer is late
 // (Options.ResendAfter).
 func (c *Client) request(ctx context.Context, subject string, build func(uint32) messages.Message, rep messages.Reply, turn, resend bool) error {
+	_, err := c.requestCounted(ctx, subject, build, rep, turn, resend)
+	return err
+}
+
+// requestCounted is request, also saying whether the request was sent
+// more than once.
+func (c *Client) requestCounted(ctx context.Context, subject string, build func(uint32) messages.Message, rep messages.Reply, turn, resend bool) (resent bool, _ error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.opts.Timeout)
@@ -333,39 +346,40 @@ func (c *Client) request(ctx context.Context, subject string, build func(uint32)
 	dl, _ := ctx.Deadline()
 	wait := time.Until(dl)
 	if wait <= 0 {
-		return reason.New(reason.DeadlineExceeded, "the deadline passed before the request was sent")
+		return false, reason.New(reason.DeadlineExceeded, "the deadline passed before the request was sent")
 	}
 	// Leave the node a little less than our wait, so its answer (even a
 	// timeout) arrives before we give up.
 	ms := uint32(min(wait.Milliseconds()*9/10, 1<<31))
 	data, err := messages.Encode(build(ms))
 	if err != nil {
-		return fmt.Errorf("client: encoding request: %w", err)
+		return false, fmt.Errorf("client: encoding request: %w", err)
 	}
-	msg, err := c.exchange(ctx, subject, data, resend)
+	msg, resent, err := c.exchange(ctx, subject, data, resend)
 	switch {
 	case errors.Is(err, nats.ErrNoResponders) && turn:
-		return reason.New(reason.TurnNotFound, "no node answers for %s (the turn's node is gone)", subject)
+		return resent, reason.New(reason.TurnNotFound, "no node answers for %s (the turn's node is gone)", subject)
 	case errors.Is(err, nats.ErrNoResponders):
-		return reason.New(reason.NodeUnavailable, "no SharedOS node is serving %s", subject)
+		return resent, reason.New(reason.NodeUnavailable, "no SharedOS node is serving %s", subject)
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout):
-		return reason.New(reason.DeadlineExceeded, "no answer on %s within the deadline; an operation may still have taken effect", subject)
+		return resent, reason.New(reason.DeadlineExceeded, "no answer on %s within the deadline; an operation may still have taken effect", subject)
 	case err != nil:
-		return fmt.Errorf("client: %s: %w", subject, err)
+		return resent, fmt.Errorf("client: %s: %w", subject, err)
 	}
 	if err := messages.Decode(msg.Data, rep, c.opts.Limits); err != nil {
-		return fmt.Errorf("client: reply on %s: %w", subject, err)
+		return resent, fmt.Errorf("client: reply on %s: %w", subject, err)
 	}
-	return rep.ReplyError().Err()
+	return resent, rep.ReplyError().Err()
 }
 
 // exchange sends data on subject and returns the answer. With resend, a
 // request not answered within the attempt's wait (ResendAfter, doubling)
 // is sent again, byte for byte, until ctx ends; a connection that is
 // reconnecting is waited for the same way.
-func (c *Client) exchange(ctx context.Context, subject string, data []byte, resend bool) (*nats.Msg, error) {
+func (c *Client) exchange(ctx context.Context, subject string, data []byte, resend bool) (_ *nats.Msg, resent bool, _ error) {
 	if !resend || c.opts.ResendAfter < 0 {
-		return c.nc.RequestWithContext(ctx, subject, data)
+		msg, err := c.nc.RequestWithContext(ctx, subject, data)
+		return msg, false, err
 	}
 	wait := c.opts.ResendAfter
 	for {
@@ -375,20 +389,20 @@ func (c *Client) exchange(ctx context.Context, subject string, data []byte, rese
 		late := errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, nats.ErrConnectionReconnecting)
 		switch {
 		case err == nil, !late:
-			return msg, err
+			return msg, resent, err
 		case ctx.Err() != nil:
-			return nil, ctx.Err()
+			return nil, resent, ctx.Err()
 		}
 		if errors.Is(err, nats.ErrConnectionReconnecting) {
 			select { // the request was not sent: wait a little, not a whole attempt
 			case <-ctx.Done():
-				return nil, ctx.Err()
+				return nil, resent, ctx.Err()
 			case <-time.After(50 * time.Millisecond):
 			}
 			continue
 		}
 		c.resent.Add(1)
-		wait *= 2
+		resent, wait = true, wait*2
 	}
 }
 
