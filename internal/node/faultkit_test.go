@@ -339,11 +339,12 @@ type resolution struct {
 
 // readSettled reads the whole audit stream as the auditor on nc until
 // every call in want has its tool.invoked and tool.completed. Each read
-// gets 15s plus 1s per 4,000 calls wanted; the settle at least 90s and
-// four reads.
+// gets 15s plus 1s per 1,000 calls wanted (a flood's trail holds more
+// records than its answered calls: its denied ones); the settle at least
+// 90s and four reads.
 func readSettled(t *testing.T, nc *nats.Conn, want []auditKey) settledAudit {
 	t.Helper()
-	attempt := 15*time.Second + time.Duration(len(want)/4000)*time.Second
+	attempt := 15*time.Second + time.Duration(len(want)/1000)*time.Second
 	start := time.Now()
 	for n := 0; ; n++ {
 		s := settledAudit{invoked: map[auditKey]int{}, completed: map[auditKey]int{}, resolutions: map[string]resolution{}, allowed: map[auditKey]bool{}, denied: map[string]int{}}
