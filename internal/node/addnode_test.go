@@ -64,14 +64,7 @@ func TestFaultNodeAddedAndDrained(t *testing.T) {
 	if testing.Short() || os.Getenv(faultLoadEnv) == "" {
 		t.Skip("builds cmd/node and runs four node processes: make soak-faults (SHAREDOS_FAULT_LOAD set) runs it")
 	}
-	load := 2 * time.Second
-	if v := os.Getenv(faultLoadEnv); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			t.Fatalf("%s=%q: %v", faultLoadEnv, v, err)
-		}
-		load = d
-	}
+	load := faultLoad(t, 2*time.Second)
 	bin := buildNode(t, t.TempDir())
 	pc := startProcCluster(t, bin)
 	auditor := pc.connectAll(t, "auditor")

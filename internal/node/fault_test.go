@@ -179,14 +179,7 @@ func faultNodeKilled(t *testing.T, killLeader bool) {
 	if testing.Short() {
 		t.Skip("builds cmd/node and runs three node processes")
 	}
-	load := 2 * time.Second
-	if v := os.Getenv(faultLoadEnv); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			t.Fatalf("%s=%q: %v", faultLoadEnv, v, err)
-		}
-		load = d
-	}
+	load := faultLoad(t, 2*time.Second)
 	const (
 		workers      = 9               // 0-5 hold a turn (two on each node) until it fails; 6-8 rotate
 		holders      = 6               //

@@ -127,14 +127,7 @@ func TestFaultRollingRestart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds cmd/node and runs three node processes")
 	}
-	load := 2 * time.Second
-	if v := os.Getenv(faultLoadEnv); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			t.Fatalf("%s=%q: %v", faultLoadEnv, v, err)
-		}
-		load = d
-	}
+	load := faultLoad(t, 2*time.Second)
 	const (
 		workers      = 6
 		callsPerTurn = 10
