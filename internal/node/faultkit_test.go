@@ -326,6 +326,8 @@ type settledAudit struct {
 	// denied counts the calls denied, by reason.
 	allowed map[auditKey]bool
 	denied  map[string]int
+	// closedBy counts turn.closed records by reason.
+	closedBy map[string]int
 }
 
 // resolution is a turn's tool.catalog.resolved: when it was recorded, the
@@ -347,7 +349,7 @@ func readSettled(t *testing.T, nc *nats.Conn, want []auditKey) settledAudit {
 	attempt := 15*time.Second + time.Duration(len(want)/1000)*time.Second
 	start := time.Now()
 	for n := 0; ; n++ {
-		s := settledAudit{invoked: map[auditKey]int{}, completed: map[auditKey]int{}, resolutions: map[string]resolution{}, allowed: map[auditKey]bool{}, denied: map[string]int{}}
+		s := settledAudit{invoked: map[auditKey]int{}, completed: map[auditKey]int{}, resolutions: map[string]resolution{}, allowed: map[auditKey]bool{}, denied: map[string]int{}, closedBy: map[string]int{}}
 		ids := map[string]int{}
 		rctx, cancel := context.WithTimeout(context.Background(), attempt)
 		err := audit.ReadAll(rctx, nc, audit.TailOptions{Prefix: "sharedos", Stream: "SHAREDOS_AUDIT"}, func(d []byte, ev *audit.Event) error {
@@ -371,6 +373,9 @@ func readSettled(t *testing.T, nc *nats.Conn, want []auditKey) settledAudit {
 					}
 				}
 				s.resolutions[ev.TurnID] = r
+			}
+			if ev.Type == audit.TurnClosed && ev.Close != nil {
+				s.closedBy[ev.Close.Reason]++
 			}
 			if ev.Type == audit.ToolInvoked && ev.Call != nil {
 				if ev.Call.Decision == "allow" {

@@ -120,6 +120,9 @@ func TestFaultNodePaused(t *testing.T) {
 			octx, cancel := context.WithTimeout(ctx, callTimeout)
 			tr, err := cl.Open(octx, access)
 			cancel()
+			if err != nil && ctx.Err() != nil {
+				return nil, ctx.Err() // the load is over: not an open's outcome
+			}
 			mu.Lock()
 			opens[reason.Of(err)]++
 			if code := reason.Of(err); code != "" && code != reason.DeadlineExceeded && openErrs[code] == "" {
@@ -441,6 +444,7 @@ func TestFaultNodePaused(t *testing.T) {
 		return seen{}, false
 	}
 	var resolveStalled, electionStalled int
+	var unexplained []pauseCall
 	for _, c := range survivorFailed {
 		at := c.start.Sub(pausedAt).Round(time.Millisecond)
 		r, ok := s.resolutions[c.turn]
@@ -458,6 +462,19 @@ func TestFaultNodePaused(t *testing.T) {
 		}
 		t.Errorf("call %d on %s's turn %s through %s's server, started at %+v of the pause, failed: %s (its catalogue resolved %v after the call started: slowest %s)",
 			c.nth, c.node, c.turn, c.via, at, c.code, r.at.Sub(c.start).Round(time.Millisecond), r.slowest)
+		unexplained = append(unexplained, c)
+	}
+	// What the nodes logged (warnings and errors) around an unexplained failure.
+	if len(unexplained) > 0 {
+		from, to := unexplained[0].start.Add(-3*time.Second), unexplained[len(unexplained)-1].start.Add(callTimeout+time.Second)
+		for i := range pc.ids {
+			for _, l := range strings.Split(pc.log(i), "\n") {
+				ts, _, _ := strings.Cut(strings.TrimPrefix(l, `{"time":"`), `"`)
+				if at, err := time.Parse(time.RFC3339Nano, ts); err == nil && !at.Before(from) && !at.After(to) {
+					t.Logf("%s at %+v of the pause: %s", pc.ids[i], at.Sub(pausedAt).Round(time.Millisecond), l)
+				}
+			}
+		}
 	}
 	twice := s.twiceCompleted()
 	if twice > 0 {
@@ -502,6 +519,6 @@ func TestFaultNodePaused(t *testing.T) {
 		books.sent, books.inTime, books.late, books.lateCodes, len(stale), books.twice, books.never, books.strays)
 	t.Logf("FIGURES longest answer %v (deadline %v), answered past deadline+2s %d; longest refusal window (a caller's failed call to its next success) %v",
 		longest.Round(time.Millisecond), callTimeout, hung, window.Round(time.Millisecond))
-	t.Logf("FIGURES audit: %d records, settled %v after the load (%d reads failed), acked-lost %d, duplicates %d, calls invoked or completed twice %d, invoked but never completed %v, verify ok=%v (%d turns, %d closed, %d checkpoints)",
-		len(s.data), s.took.Round(time.Millisecond), s.readErrs, len(s.missing), s.dups, twice, s.neverCompleted(), rep.OK(), rep.Turns, rep.Closed, rep.Checkpoints)
+	t.Logf("FIGURES audit: %d records, settled %v after the load (%d reads failed), acked-lost %d, duplicates %d, calls invoked or completed twice %d, invoked but never completed %v, verify ok=%v (%d turns, %d closed, %d checkpoints); turns closed by reason %v",
+		len(s.data), s.took.Round(time.Millisecond), s.readErrs, len(s.missing), s.dups, twice, s.neverCompleted(), rep.OK(), rep.Turns, rep.Closed, rep.Checkpoints, s.closedBy)
 }
