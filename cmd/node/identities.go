@@ -35,5 +35,13 @@ func identitiesCmd(args []string) error {
 	}
 	fmt.Fprint(stdout, out)
 	fmt.Fprintf(stderr, "seeds in %s: give each party its own <name>.nk (the node: nats.credentials)\n", *dir)
+	if len(cfg.Cluster.Nodes) > 0 {
+		// The embedded servers' routes authenticate with it: copy it
+		// with the seeds to every node's machine.
+		if _, err := identity.LoadOrCreateRouteSecret(*dir); err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "route secret in %s: every node of the cluster needs the same file\n", identity.RouteSecretFile(*dir))
+	}
 	return nil
 }

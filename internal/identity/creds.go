@@ -2,6 +2,8 @@ package identity
 
 import (
 	"bytes"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -133,4 +135,57 @@ func Credentials(file, generated string) ([]nats.Option, error) {
 		file = generated
 	}
 	return CredentialOptions(file)
+}
+
+// RouteSecretFile is where the cluster's route secret lives under dir.
+func RouteSecretFile(dir string) string { return filepath.Join(dir, "route.secret") }
+
+// RouteUser is the user name routes authenticate as.
+const RouteUser = "sharedos-route"
+
+// LoadOrCreateRouteSecret reads the secret the cluster's servers
+// authenticate their routes with (RouteSecretFile), creating it — 32
+// random bytes, hex, mode 0600 — if it does not exist. Every node of a
+// cluster shares the credentials directory, so every node reads the same
+// secret: a server that does not know it cannot join the cluster, on
+// loopback or across machines. It refuses a file group or others may
+// read, and one too short to be a secret.
+func LoadOrCreateRouteSecret(dir string) (string, error) {
+	path := RouteSecretFile(dir)
+	secret, err := loadRouteSecret(path)
+	if err == nil || !errors.Is(err, fs.ErrNotExist) {
+		return secret, err
+	}
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("identity: route secret: %w", err)
+	}
+	if err := fsutil.CreateOnce(path, []byte(hex.EncodeToString(b[:])+"\n")); errors.Is(err, fs.ErrExist) {
+		return loadRouteSecret(path) // another node made it first
+	} else if err != nil {
+		return "", fmt.Errorf("identity: %w", err)
+	}
+	return hex.EncodeToString(b[:]), nil
+}
+
+// minRouteSecret is the shortest route secret taken (16 bytes, hex).
+const minRouteSecret = 32
+
+func loadRouteSecret(path string) (string, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return "", fmt.Errorf("identity: %w", err)
+	}
+	if st.Mode().Perm()&0o077 != 0 {
+		return "", fmt.Errorf("identity: route secret %s has mode %s: group and others must not read it (chmod 600)", path, st.Mode().Perm())
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("identity: %w", err)
+	}
+	secret := strings.TrimSpace(string(b))
+	if len(secret) < minRouteSecret || strings.ContainsAny(secret, " \t\r\n@:/") {
+		return "", fmt.Errorf("identity: route secret %s must be one word of at least %d characters without '@', ':' or '/'", path, minRouteSecret)
+	}
+	return secret, nil
 }

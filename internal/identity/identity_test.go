@@ -164,3 +164,36 @@ func TestCredentials(t *testing.T) {
 		t.Fatal("a named file that does not exist fell back to the generated seed")
 	}
 }
+
+// The route secret is made once (0600), read back the same, and refused
+// when others may read it or it is too short to be a secret.
+func TestRouteSecret(t *testing.T) {
+	dir := t.TempDir()
+	s1, err := identity.LoadOrCreateRouteSecret(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2, err := identity.LoadOrCreateRouteSecret(dir)
+	if err != nil || s2 != s1 || len(s1) != 64 {
+		t.Fatalf("second read %q, %v; first %q", s2, err, s1)
+	}
+	path := identity.RouteSecretFile(dir)
+	if st, err := os.Stat(path); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("mode: %v %v", st, err)
+	}
+	if err := os.Chmod(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := identity.LoadOrCreateRouteSecret(dir); err == nil {
+		t.Fatal("a route secret others may read was taken")
+	}
+	if err := os.WriteFile(path, []byte("short\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := identity.LoadOrCreateRouteSecret(dir); err == nil {
+		t.Fatal("a short route secret was taken")
+	}
+}

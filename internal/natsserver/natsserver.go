@@ -121,6 +121,11 @@ type Cluster struct {
 	Port int
 	// Routes are the other servers' route URLs ("nats-route://host:port").
 	Routes []string
+	// Username and Password, when set, authenticate routes: the route
+	// listener refuses a server that does not present them, and this
+	// server presents them on every route it opens (the listed ones and
+	// those it learns by gossip). Both or neither.
+	Username, Password string
 }
 
 // Validate reports whether the options can be used to start a server. It
@@ -154,6 +159,9 @@ func (o Options) Validate() error {
 			if _, err := url.Parse(r); err != nil {
 				return fmt.Errorf("%w: cluster %s: route %q: %w", ErrInvalidOptions, c.Name, r, err)
 			}
+		}
+		if (c.Username == "") != (c.Password == "") {
+			return fmt.Errorf("%w: cluster %s: route Username and Password go together", ErrInvalidOptions, c.Name)
 		}
 	}
 	if o.Config != "" {
@@ -215,8 +223,12 @@ func (o Options) serverOptions() *server.Options {
 		sopts.Cluster.Name = c.Name
 		sopts.Cluster.Host = cmp.Or(c.Host, o.Host)
 		sopts.Cluster.Port = c.Port
+		sopts.Cluster.Username, sopts.Cluster.Password = c.Username, c.Password
 		for _, r := range c.Routes {
 			if u, err := url.Parse(r); err == nil { // checked by Validate
+				if c.Username != "" {
+					u.User = url.UserPassword(c.Username, c.Password)
+				}
 				sopts.Routes = append(sopts.Routes, u)
 			}
 		}
@@ -311,6 +323,9 @@ func Start(opts Options) (*Server, error) {
 
 // ClientURL returns the nats:// URL clients connect to, with the bound port.
 func (s *Server) ClientURL() string { return s.clientURL }
+
+// Routes is how many routes to other servers are up.
+func (s *Server) Routes() int { return s.ns.NumRoutes() }
 
 // MaxPayload is the largest message the server accepts.
 func (s *Server) MaxPayload() int32 { return s.opts.MaxPayload }

@@ -346,6 +346,15 @@ func (n *Node) dial() error {
 	if err != nil {
 		return fmt.Errorf("node: %w", err)
 	}
+	var routeUser, routePass string
+	if cfg.NATS.Embedded.ClusterName != "" {
+		// Routes authenticate with the secret every node's (shared)
+		// credentials directory holds: a server without it cannot join.
+		if routePass, err = identity.LoadOrCreateRouteSecret(n.credsDir); err != nil {
+			return fmt.Errorf("node: %w", err)
+		}
+		routeUser = identity.RouteUser
+	}
 	srv, err := natsserver.Start(natsserver.Options{
 		Host: cfg.NATS.Embedded.Host, Port: cfg.NATS.Embedded.Port, ServerName: "sharedos-" + cfg.Node.ID,
 		// Every client authenticates as an identity, so the server may
@@ -355,7 +364,7 @@ func (n *Node) dial() error {
 		SyncAlways: syncEvery == 0, SyncInterval: syncEvery,
 		MaxPayload: int32(cfg.NATS.MaxMessageBytes), // config.Validate bounds it by NATS's 64 MiB
 		Cluster: natsserver.Cluster{Name: cfg.NATS.Embedded.ClusterName, Host: cfg.NATS.Embedded.ClusterHost,
-			Port: cfg.NATS.Embedded.ClusterPort, Routes: cfg.NATS.Embedded.Routes},
+			Port: cfg.NATS.Embedded.ClusterPort, Routes: cfg.NATS.Embedded.Routes, Username: routeUser, Password: routePass},
 		Logger: n.log,
 	})
 	if err != nil {
