@@ -214,6 +214,7 @@ type Kernel struct {
 	sh       *shared
 	system   *actor.ActorSystem
 	dir      *actor.PID
+	replies  *replies
 	ops      opGate
 	stopOnce sync.Once
 }
@@ -297,7 +298,7 @@ func New(opts Options) (*Kernel, error) {
 	if err != nil {
 		return nil, fmt.Errorf("actors: starting directory: %w", err)
 	}
-	return &Kernel{sh: sh, system: system, dir: dir, ops: opGate{idle: make(chan struct{})}}, nil
+	return &Kernel{sh: sh, system: system, dir: dir, replies: newReplies(system.ProcessRegistry), ops: opGate{idle: make(chan struct{})}}, nil
 }
 
 // stopOnPanic stops a turn actor that panicked instead of restarting it: a

@@ -16,7 +16,6 @@ import (
 	"github.com/sharedos/sharedos/catalog"
 	"github.com/sharedos/sharedos/internal/audit"
 	"github.com/sharedos/sharedos/internal/providers"
-	"github.com/sharedos/sharedos/internal/workpool"
 	"github.com/sharedos/sharedos/reason"
 	"github.com/sharedos/sharedos/turn"
 )
@@ -103,11 +102,11 @@ func newTurnActor(sh *shared) actor.Actor {
 
 // newTurnProps are the props every turn actor of a kernel is spawned
 // from: its mailbox (lock-free, nothing preallocated) runs on the kernel's
-// warm worker pool (see internal/workpool).
+// warm worker pool (see internal/workpool), or on the execution that
+// completes (turnMailbox).
 func newTurnProps(sh *shared) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor { return newTurnActor(sh) },
-		actor.WithMailbox(actor.UnboundedLockfree()),
-		actor.WithDispatcher(workpool.Dispatcher{Pool: sh.pool, Batch: 300}))
+		actor.WithMailbox(newTurnMailbox(sh.pool, 300)))
 }
 
 // starting waits for *startTurn, which the spawner sends first.
