@@ -249,6 +249,9 @@ func (g *opGate) leave() {
 	}
 }
 
+// others reports whether operations other than the caller's are in flight.
+func (g *opGate) others() bool { return g.state.Load()&^drainingBit > 1 }
+
 // drain closes the gate and returns a channel closed once no operation is
 // in flight.
 func (g *opGate) drain() <-chan struct{} {
@@ -527,6 +530,21 @@ func (k *Kernel) request(ctx context.Context, pid *actor.PID, msg any) (any, err
 		return nil, reason.New(reason.DeadlineExceeded, "the caller's deadline passed before the operation was sent")
 	}
 	res, err := k.ask(ctx, pid, msg, time.Minute)
+	// A kernel request ends with a yield while other operations are in
+	// flight. An answer reaches a waiting caller through the runtime's
+	// runnext slot, which shares the answering goroutine's time slice;
+	// so does every hand-off of the request before it (caller → mailbox
+	// worker → execution → caller). A caller that asks again at once
+	// thus keeps one P for a whole 10 ms slice while other callers'
+	// goroutines wait, and one preempted at a slice's end waits in the
+	// global run queue, which a busy P polls once every 61 slices: at 64
+	// closed-loop callers on two cores a call waited up to a second while
+	// the median was 13 µs (BenchmarkMediatedCallTail). The yield ends
+	// the shared slice with the operation, so callers take turns. Alone
+	// (no other operation in flight) nobody waits, and it is skipped.
+	if k.ops.others() {
+		runtime.Gosched()
+	}
 	switch {
 	case errors.Is(err, context.Canceled):
 		return nil, err
