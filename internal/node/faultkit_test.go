@@ -7,6 +7,7 @@ package node_test
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -534,4 +535,80 @@ func (pc *procCluster) stopAtCleanup(t *testing.T, first ...int) {
 		}
 		t.Logf("the processes stopped (SIGTERM): %s", strings.Join(took, ", "))
 	})
+}
+
+// leaderLog is the audit stream's leader as one server sees it, polled
+// every 200ms until stop: each change with its instant ("none" without a
+// leader, "?" while stream info goes unanswered, as in an election).
+type leaderLog struct {
+	mu   sync.Mutex
+	seen []leaderSeen
+}
+
+type leaderSeen struct {
+	at     time.Time
+	leader string
+}
+
+func watchLeader(t *testing.T, nc *nats.Conn, stop context.Context, wg *sync.WaitGroup) *leaderLog {
+	t.Helper()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &leaderLog{}
+	wg.Go(func() {
+		last := ""
+		for stop.Err() == nil {
+			c, cancel := context.WithTimeout(stop, time.Second)
+			st, err := js.Stream(c, "SHAREDOS_AUDIT")
+			cancel()
+			now := "?"
+			if err == nil && st.CachedInfo().Cluster != nil {
+				now = strings.TrimPrefix(cmp.Or(st.CachedInfo().Cluster.Leader, "none"), "sharedos-")
+			}
+			if now != last && stop.Err() == nil {
+				l.mu.Lock()
+				l.seen = append(l.seen, leaderSeen{time.Now(), now})
+				l.mu.Unlock()
+				last = now
+			}
+			select {
+			case <-stop.Done():
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	})
+	return l
+}
+
+// unsettled reports whether the stream had no leader, or changed leader,
+// at some point between from and to (widened by the poll's own 2s).
+func (l *leaderLog) unsettled(from, to time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	from, to = from.Add(-2*time.Second), to.Add(2*time.Second)
+	for i, s := range l.seen {
+		if i == 0 {
+			continue // the first sighting is no change
+		}
+		if !s.at.Before(from) && !s.at.After(to) {
+			return true
+		}
+		if (s.leader == "none" || s.leader == "?") && s.at.Before(to) && (i+1 == len(l.seen) || l.seen[i+1].at.After(from)) {
+			return true
+		}
+	}
+	return false
+}
+
+// String lists the changes relative to t0.
+func (l *leaderLog) since(t0 time.Time) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, s := range l.seen {
+		out = append(out, fmt.Sprintf("%s at %+v", s.leader, s.at.Sub(t0).Round(10*time.Millisecond)))
+	}
+	return strings.Join(out, ", ")
 }
