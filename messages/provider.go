@@ -18,6 +18,15 @@ func ProviderInvokeSubject(prefix, provider string) string {
 	return prefix + ".provider." + provider + ".invoke"
 }
 
+// ProviderInstanceSubject is where one instance of a provider — the one
+// a node hosts, named by the node — also answers op ("catalog" or
+// "invoke"), outside the queue group: the hosting node asks its own
+// instance first, so another node's instance being slow, paused or gone
+// never stalls its turns.
+func ProviderInstanceSubject(prefix, provider, instance, op string) string {
+	return prefix + ".provider." + provider + ".at." + instance + "." + op
+}
+
 // ProviderQueueGroup is the queue group a provider's instances share.
 func ProviderQueueGroup(provider string) string { return "sharedos-provider-" + provider }
 

@@ -95,11 +95,29 @@ func Serve(nc *nats.Conn, id string, p Provider, opts *Options) (*Host, error) {
 		return &ledgerActor{h: h, ledger: map[ledgerKey]advertised{}}
 	}))
 	group := messages.ProviderQueueGroup(id)
-	for subj, handle := range map[string]func(*nats.Msg){
+	subjects := map[string]func(*nats.Msg){
 		messages.ProviderCatalogSubject(o.Prefix, id): h.onCatalog,
 		messages.ProviderInvokeSubject(o.Prefix, id):  h.onInvoke,
-	} {
-		sub, err := nc.QueueSubscribe(subj, group, handle)
+	}
+	own := map[string]bool{}
+	if o.Instance != "" {
+		if strings.ContainsAny(o.Instance, ".*> \t\r\n") {
+			h.shutdown()
+			return nil, fmt.Errorf("provider %s: instance %q must be one subject token", id, o.Instance)
+		}
+		for op, handle := range map[string]func(*nats.Msg){"catalog": h.onCatalog, "invoke": h.onInvoke} {
+			subj := messages.ProviderInstanceSubject(o.Prefix, id, o.Instance, op)
+			subjects[subj], own[subj] = handle, true
+		}
+	}
+	for subj, handle := range subjects {
+		var sub *nats.Subscription
+		var err error
+		if own[subj] {
+			sub, err = nc.Subscribe(subj, handle)
+		} else {
+			sub, err = nc.QueueSubscribe(subj, group, handle)
+		}
 		if err != nil {
 			h.shutdown()
 			return nil, fmt.Errorf("provider %s: subscribing %s: %w", id, subj, err)

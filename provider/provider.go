@@ -138,6 +138,11 @@ type Options struct {
 	// reaches the invoke subject runs any tool as anyone it names. Tests
 	// and local experiments only.
 	InsecureUnsigned bool
+	// Instance, if set, names this instance: it also answers on
+	// messages.ProviderInstanceSubject (no queue group), where the node
+	// hosting it — which sets its own id here — asks it first. The same
+	// checks apply there.
+	Instance string
 }
 
 // DefaultPageTools is the default bound on the tools in one catalogue page.

@@ -188,14 +188,20 @@ func Start(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err 
 			if err != nil {
 				return nil, fmt.Errorf("node: hosting provider %s: %w", p.ID, err)
 			}
+			// Instance: this node asks its own instance first, so another
+			// node's instance being paused or gone never stalls its turns.
 			h, err := provider.Serve(pc, p.ID, impl, &provider.Options{Prefix: cfg.NATS.Prefix, TTL: ttl,
-				TrustedKeys: []ed25519.PublicKey{n.key.Public().(ed25519.PublicKey)}})
+				TrustedKeys: []ed25519.PublicKey{n.key.Public().(ed25519.PublicKey)}, Instance: cfg.Node.ID})
 			if err != nil {
 				return nil, fmt.Errorf("node: hosting provider %s: %w", p.ID, err)
 			}
 			n.hosts = append(n.hosts, h)
 		}
-		ps = append(ps, providers.NewRemote(n.nc, p.ID, cfg.NATS.Prefix, providers.WithLogger(n.log), providers.WithSigner(n.key)))
+		ropts := []providers.RemoteOption{providers.WithLogger(n.log), providers.WithSigner(n.key)}
+		if p.Host != "" {
+			ropts = append(ropts, providers.WithInstance(cfg.Node.ID))
+		}
+		ps = append(ps, providers.NewRemote(n.nc, p.ID, cfg.NATS.Prefix, ropts...))
 	}
 	if opts.MCPServers == nil {
 		opts.MCPServers = DefaultMCPServers()

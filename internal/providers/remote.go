@@ -36,6 +36,8 @@ type Remote struct {
 	maxTools int
 	signer   *GrantSigner
 	signErr  error
+	// instance is the instance asked first (WithInstance), or "".
+	instance string
 
 	mu    sync.Mutex
 	state ProviderState
@@ -83,6 +85,15 @@ func WithSigner(key ed25519.PrivateKey) RemoteOption {
 	return func(r *Remote) {
 		r.signer, r.signErr = NewGrantSigner(key)
 	}
+}
+
+// WithInstance makes the proxy ask the provider's instance named
+// instance first (messages.ProviderInstanceSubject: the one its node
+// hosts), and the queue group of all instances only when that one is not
+// there (no responders). A node hosting a provider thus never waits on
+// another node's instance for its own turns.
+func WithInstance(instance string) RemoteOption {
+	return func(r *Remote) { r.instance = instance }
 }
 
 // NewRemote returns the proxy for provider id under prefix.
@@ -195,7 +206,7 @@ func (r *Remote) pages(ctx context.Context, access authority.AccessContext) (out
 			return Catalog{}, false, reason.New(reason.ProviderError, "provider %s: catalogue of more than %d pages", r.id, MaxCatalogPages)
 		}
 		var rep messages.ProviderCatalogReply
-		if err := r.request(ctx, messages.ProviderCatalogSubject(r.prefix, r.id),
+		if err := r.request(ctx, r.subject("catalog", messages.ProviderCatalogSubject(r.prefix, r.id)),
 			&messages.ProviderCatalogRequest{V: messages.Version, Access: wire, TimeoutMs: timeoutMs(ctx), Cursor: cursor}, &rep); err != nil {
 			return Catalog{}, false, err
 		}
@@ -246,7 +257,7 @@ func (r *Remote) Invoke(ctx context.Context, call Call) (Result, error) {
 		return Result{}, err
 	}
 	var rep messages.ProviderInvokeReply
-	if err := r.request(ctx, messages.ProviderInvokeSubject(r.prefix, r.id), req, &rep); err != nil {
+	if err := r.request(ctx, r.subject("invoke", messages.ProviderInvokeSubject(r.prefix, r.id)), req, &rep); err != nil {
 		if reason.Of(err) == reason.ProviderUnavailable {
 			r.observe(ctx, err) // no instance at all: down, whatever the catalogue said
 		}
@@ -289,12 +300,34 @@ func (r *Remote) sign(ctx context.Context, req *messages.ProviderInvokeRequest, 
 	return nil
 }
 
-func (r *Remote) request(ctx context.Context, subject string, req, rep messages.Message) error {
+// target is where a request goes: the preferred instance's subject, and
+// the queue group's when that instance is not there.
+type target struct{ instance, shared string }
+
+func (r *Remote) subject(op, shared string) target {
+	if r.instance == "" {
+		return target{shared: shared}
+	}
+	return target{instance: messages.ProviderInstanceSubject(r.prefix, r.id, r.instance, op), shared: shared}
+}
+
+func (r *Remote) request(ctx context.Context, to target, req, rep messages.Message) error {
 	data, err := messages.Encode(req)
 	if err != nil {
 		return reason.New(reason.ProviderError, "provider %s: encoding request: %v", r.id, err)
 	}
-	msg, err := r.nc.RequestWithContext(ctx, subject, data)
+	subject := to.shared
+	var msg *nats.Msg
+	if to.instance != "" {
+		// No responders means nobody got it: safe to ask the others.
+		if msg, err = r.nc.RequestWithContext(ctx, to.instance, data); errors.Is(err, nats.ErrNoResponders) {
+			msg, err = r.nc.RequestWithContext(ctx, to.shared, data)
+		} else {
+			subject = to.instance
+		}
+	} else {
+		msg, err = r.nc.RequestWithContext(ctx, subject, data)
+	}
 	switch {
 	case errors.Is(err, nats.ErrNoResponders):
 		return reason.New(reason.ProviderUnavailable, "provider %s: no instance is serving %s", r.id, subject)
