@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -36,17 +35,7 @@ func (pc *procCluster) addNode(t *testing.T, bin string) int {
 	if err := os.WriteFile(file, []byte(y), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	log, err := os.Create(filepath.Join(pc.dir, id+".log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, "serve", "--config", file, "--node", id, "--log-level", "warn")
-	cmd.Stdout, cmd.Stderr = log, log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); log.Close(); close(done) }()
+	cmd, done := startNodeProc(t, filepath.Join(pc.dir, id+".log"), nil, bin, "--config", file, "--node", id, "--log-level", "warn")
 	pc.ids, pc.urls, pc.http = append(pc.ids, id), append(pc.urls, fmt.Sprintf("nats://127.0.0.1:%d", ports[0])), append(pc.http, httpAddr)
 	pc.cmds, pc.exited = append(pc.cmds, cmd), append(pc.exited, done)
 	i := len(pc.ids) - 1

@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"sync"
 	"syscall"
 	"testing"
@@ -62,17 +61,7 @@ func startProcCluster(t *testing.T, bin string) *procCluster {
 		t.Fatal(err)
 	}
 	for _, id := range pc.ids {
-		log, err := os.Create(filepath.Join(dir, id+".log"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		cmd := exec.Command(bin, "serve", "--config", pc.config, "--node", id, "--log-level", "warn")
-		cmd.Stdout, cmd.Stderr = log, log
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); log.Close(); close(done) }()
+		cmd, done := startNodeProc(t, filepath.Join(dir, id+".log"), nil, bin, "--config", pc.config, "--node", id, "--log-level", "warn")
 		pc.cmds, pc.exited = append(pc.cmds, cmd), append(pc.exited, done)
 	}
 	t.Cleanup(func() {
@@ -411,27 +400,11 @@ func faultNodeKilled(t *testing.T, killLeader bool) {
 	}
 	// The longest refusal window: for each worker, the longest time from
 	// a failed call to its next successful call.
-	var window time.Duration
-	perWorker := map[int][]faultCall{}
-	for _, c := range calls {
-		perWorker[c.worker] = append(perWorker[c.worker], c)
+	attempts := make([]attempt, len(calls))
+	for i, c := range calls {
+		attempts[i] = attempt{worker: c.worker, start: c.start, took: c.took, failed: c.code != ""}
 	}
-	for _, cs := range perWorker {
-		slices.SortFunc(cs, func(a, b faultCall) int { return a.start.Compare(b.start) })
-		var failedAt time.Time
-		for _, c := range cs {
-			switch {
-			case c.code != "" && failedAt.IsZero():
-				failedAt = c.start
-			case c.code == "" && !failedAt.IsZero():
-				window = max(window, c.start.Add(c.took).Sub(failedAt))
-				failedAt = time.Time{}
-			}
-		}
-		if !failedAt.IsZero() {
-			window = max(window, loadEnd.Sub(failedAt))
-		}
-	}
+	window := refusalWindow(attempts, loadEnd)
 
 	// The audit, once the cluster settles: every call a caller got a
 	// result for has tool.invoked and tool.completed in the stream.

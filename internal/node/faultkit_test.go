@@ -11,6 +11,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -611,4 +612,60 @@ func (l *leaderLog) since(t0 time.Time) string {
 		out = append(out, fmt.Sprintf("%s at %+v", s.leader, s.at.Sub(t0).Round(10*time.Millisecond)))
 	}
 	return strings.Join(out, ", ")
+}
+
+// attempt is one call of a worker, for refusalWindow.
+type attempt struct {
+	worker int
+	start  time.Time
+	took   time.Duration
+	failed bool
+}
+
+// refusalWindow is the longest time, over the workers, from a failed call
+// to the same worker's next answered one (to end, if none came).
+func refusalWindow(attempts []attempt, end time.Time) time.Duration {
+	perWorker := map[int][]attempt{}
+	for _, a := range attempts {
+		perWorker[a.worker] = append(perWorker[a.worker], a)
+	}
+	var window time.Duration
+	for _, as := range perWorker {
+		slices.SortFunc(as, func(a, b attempt) int { return a.start.Compare(b.start) })
+		var failedAt time.Time
+		for _, a := range as {
+			switch {
+			case a.failed && failedAt.IsZero():
+				failedAt = a.start
+			case !a.failed && !failedAt.IsZero():
+				window = max(window, a.start.Add(a.took).Sub(failedAt))
+				failedAt = time.Time{}
+			}
+		}
+		if !failedAt.IsZero() {
+			window = max(window, end.Sub(failedAt))
+		}
+	}
+	return window
+}
+
+// startNodeProc starts `bin serve` with args (after "serve"), wrapped by
+// wrap (e.g. ip netns exec NS) when set, its output appended to logPath;
+// the channel closes when it has exited.
+func startNodeProc(t *testing.T, logPath string, wrap []string, bin string, args ...string) (*exec.Cmd, chan struct{}) {
+	t.Helper()
+	log, err := os.OpenFile(logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	argv := append(append(slices.Clone(wrap), bin, "serve"), args...)
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		log.Close()
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); log.Close(); close(done) }()
+	return cmd, done
 }

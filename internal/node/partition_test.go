@@ -101,21 +101,11 @@ func startPartitionedCluster(t *testing.T, bin string, p *netPartition) *procClu
 		t.Fatal(err)
 	}
 	for _, id := range pc.ids {
-		log, err := os.Create(filepath.Join(dir, id+".log"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		args := []string{bin, "serve", "--config", pc.config, "--node", id, "--log-level", "warn"}
+		var wrap []string
 		if id == "node-3" {
-			args = append([]string{"ip", "netns", "exec", p.ns}, args...) // ip execs the node: same pid
+			wrap = []string{"ip", "netns", "exec", p.ns} // ip execs the node: same pid
 		}
-		cmd := exec.Command(args[0], args[1:]...)
-		cmd.Stdout, cmd.Stderr = log, log
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); log.Close(); close(done) }()
+		cmd, done := startNodeProc(t, filepath.Join(dir, id+".log"), wrap, bin, "--config", pc.config, "--node", id, "--log-level", "warn")
 		pc.cmds, pc.exited = append(pc.cmds, cmd), append(pc.exited, done)
 	}
 	t.Cleanup(func() {

@@ -354,27 +354,11 @@ func TestFaultNodePaused(t *testing.T) {
 	}
 	// The longest refusal window: for each worker, the longest time from a
 	// failed call to its next successful call.
-	var window time.Duration
-	perWorker := map[int][]pauseCall{}
-	for _, c := range calls {
-		perWorker[c.worker] = append(perWorker[c.worker], c)
+	attempts := make([]attempt, len(calls))
+	for i, c := range calls {
+		attempts[i] = attempt{worker: c.worker, start: c.start, took: c.took, failed: c.code != ""}
 	}
-	for _, cs := range perWorker {
-		slices.SortFunc(cs, func(a, b pauseCall) int { return a.start.Compare(b.start) })
-		var failedAt time.Time
-		for _, c := range cs {
-			switch {
-			case c.code != "" && failedAt.IsZero():
-				failedAt = c.start
-			case c.code == "" && !failedAt.IsZero():
-				window = max(window, c.start.Add(c.took).Sub(failedAt))
-				failedAt = time.Time{}
-			}
-		}
-		if !failedAt.IsZero() {
-			window = max(window, loadEnd.Sub(failedAt))
-		}
-	}
+	window := refusalWindow(attempts, loadEnd)
 	var books tally
 	var stale []auditKey // calls answered with a result only after their caller gave up
 	for _, cn := range conns {

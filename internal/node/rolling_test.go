@@ -3,8 +3,6 @@ package node_test
 import (
 	"context"
 	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -26,18 +24,8 @@ import (
 // waits for /readyz; Cleanup stops it as it stops the others.
 func (pc *procCluster) restart(t *testing.T, i int, bin string) {
 	t.Helper()
-	log, err := os.OpenFile(filepath.Join(pc.dir, pc.ids[i]+".log"), os.O_APPEND|os.O_WRONLY, 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, "serve", "--config", pc.config, "--node", pc.ids[i], "--log-level", "warn")
-	cmd.Stdout, cmd.Stderr = log, log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); log.Close(); close(done) }()
-	pc.cmds[i], pc.exited[i] = cmd, done
+	pc.cmds[i], pc.exited[i] = startNodeProc(t, filepath.Join(pc.dir, pc.ids[i]+".log"), nil, bin,
+		"--config", pc.config, "--node", pc.ids[i], "--log-level", "warn")
 	pc.waitReady(t, i, 90*time.Second)
 }
 
