@@ -507,7 +507,7 @@ func TestJetStreamSinkStreamDeleted(t *testing.T) {
 // the chain after it stays in order.
 func TestJetStreamSinkRetriesWithinItsWindow(t *testing.T) {
 	_, nc := natstest.Start(t, true)
-	sink := newSink(t, nc, JetStreamOptions{AckTimeout: 200 * time.Millisecond, RetryWindow: time.Minute})
+	sink := newSink(t, nc, JetStreamOptions{AckTimeout: 200 * time.Millisecond, RetryWindow: 600 * time.Millisecond})
 	recs := buildTurn(t, "acme", "n1.retry", 4)
 	ctx := ctxT(t, 30*time.Second)
 	if err := Wait(ctx, sink.Emit(recs[0])); err != nil {
@@ -660,11 +660,12 @@ func TestJetStreamSinkRefusesInvalidRecords(t *testing.T) {
 
 // The writer is stuck on a commit (server gone, nothing acked) and
 // MaxPending records are queued behind it: Emit waits at most StallWait,
-// then refuses the record overloaded. Records already queued fail by
-// AckTimeout; none waits forever.
+// then refuses the record overloaded. Records already queued fail once
+// their segment's retry window has passed; none waits forever.
 func TestJetStreamSinkOverloaded(t *testing.T) {
 	srv, nc := natstest.Start(t, true)
-	sink := newSink(t, nc, JetStreamOptions{MaxPending: 2, StallWait: 50 * time.Millisecond, AckTimeout: 300 * time.Millisecond})
+	sink := newSink(t, nc, JetStreamOptions{MaxPending: 2, StallWait: 50 * time.Millisecond, AckTimeout: 300 * time.Millisecond,
+		RetryWindow: 600 * time.Millisecond})
 	recs := buildTurn(t, "acme", "n1.stall", 6)
 	srv.Shutdown()
 	waitDisconnected(t, nc)
@@ -692,9 +693,17 @@ func TestJetStreamSinkOverloaded(t *testing.T) {
 	if refused < 2 {
 		t.Errorf("%d of 6 records refused, want at least 2 (6 records, 2 queued, 2 committing)", refused)
 	}
+	// Each queued receipt completes by itself (the sink fails it), with
+	// the sink's own error — not this wait's timeout.
 	for _, rc := range receipts {
-		if err := Wait(ctxT(t, 5*time.Second), rc); err == nil || reason.Of(err) != unavailableCode {
-			t.Errorf("queued receipt with the server down: %v", err)
+		select {
+		case <-rc.Done():
+			var re *reason.Error
+			if err := rc.Err(); !errors.As(err, &re) || re.Code != unavailableCode {
+				t.Errorf("queued receipt with the server down: %v, want the sink's %s", err, unavailableCode)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("a queued receipt did not complete 10s after its retry window (600ms)")
 		}
 	}
 }
