@@ -71,6 +71,9 @@ func requestKey(lease, id string) string { return lease + "\x00" + id }
 // replay answers a keyed call the turn has seen: it reports false when the
 // key is new (the caller decides the call as usual).
 func (a *turnActor) replay(ctx actor.Context, sender *actor.PID, key string, fp [sha256.Size]byte) bool {
+	if a.keyed == nil {
+		return false
+	}
 	kc, ok := a.keyed.byKey[key]
 	if !ok {
 		return false
@@ -98,8 +101,8 @@ func (a *turnActor) replay(ctx actor.Context, sender *actor.PID, key string, fp 
 
 // keyedStarted remembers a keyed call the turn has just allowed.
 func (a *turnActor) keyedStarted(key string, fp [sha256.Size]byte, callID string) {
-	if a.keyed.byKey == nil {
-		a.keyed.byKey = map[string]*keyedCall{}
+	if a.keyed == nil { // most turns never see a request id: nothing held
+		a.keyed = &keyedCalls{byKey: map[string]*keyedCall{}}
 	}
 	a.keyed.byKey[key] = &keyedCall{fingerprint: fp, callID: callID}
 }
@@ -107,6 +110,9 @@ func (a *turnActor) keyedStarted(key string, fp [sha256.Size]byte, callID string
 // keyedDone records a keyed call's answer, answers the retries that waited
 // for it, and lets go of what is beyond the bounds.
 func (a *turnActor) keyedDone(ctx actor.Context, key string, answer any, receipt audit.Receipt) {
+	if a.keyed == nil {
+		return
+	}
 	kc := a.keyed.byKey[key]
 	if kc == nil {
 		return
@@ -118,7 +124,7 @@ func (a *turnActor) keyedDone(ctx actor.Context, key string, answer any, receipt
 	if r, ok := answer.(*CallResult); ok {
 		kc.size = len(r.Result.Text) + len(r.Result.Structured)
 	}
-	k := &a.keyed
+	k := a.keyed
 	k.order = append(k.order, key)
 	k.bytes += kc.size
 	for len(k.order)-k.held > maxKeptAnswers || (k.bytes > maxKeptAnswerBytes && k.held < len(k.order)) {
@@ -138,6 +144,9 @@ func (a *turnActor) keyedDone(ctx actor.Context, key string, answer any, receipt
 
 // keyedStopped answers the retries of a call the stopping turn ended.
 func (a *turnActor) keyedStopped(ctx actor.Context, key string, answer any) {
+	if a.keyed == nil {
+		return
+	}
 	if kc := a.keyed.byKey[key]; kc != nil {
 		for _, w := range kc.waiters {
 			ctx.Send(w, answer)

@@ -52,12 +52,15 @@ type turnActor struct {
 	// leases are the leases held on this turn (a named turn), each with
 	// the bus identity that took it (AccessContext.Caller): every
 	// operation must name one; the turn closes when the last is released.
-	leases map[string]string
+	// A slice, not a map: a turn holds one or a few (at most
+	// MaxLeasesPerTurn), and a one-entry map costs an idle turn ~300 B.
+	leases []heldLease
 	// closedReceipt is turn.closed's receipt, once recorded: a close that
 	// reaches a finished turn is answered when that record is stored.
 	closedReceipt audit.Receipt
-	// keyed are the calls that came with a request id (keyed.go).
-	keyed keyedCalls
+	// keyed are the calls that came with a request id (keyed.go); nil
+	// until the first.
+	keyed *keyedCalls
 }
 
 // pendingCall is one dispatched execution the turn waits for.
@@ -115,7 +118,7 @@ func (a *turnActor) starting(ctx actor.Context) {
 	case *startTurn:
 		a.turnID, a.oneOp, a.activity = msg.access.TurnID, msg.oneOp, msg.activity
 		if msg.lease != "" {
-			a.leases = map[string]string{msg.lease: msg.access.Caller}
+			a.leases = []heldLease{{id: msg.lease, caller: msg.access.Caller}}
 		}
 		msg.access.LeaseID = "" // the turn's context holds no capability
 		m, rec := turn.New(turn.Config{
@@ -281,7 +284,7 @@ func (a *turnActor) attach(ctx actor.Context, sender *actor.PID, msg *attachLeas
 		ctx.Send(sender, err)
 		return
 	}
-	a.leases[id] = msg.access.Caller
+	a.leases = append(a.leases, heldLease{id: id, caller: msg.access.Caller})
 	a.answer(ctx, sender, &Opened{TurnID: a.turnID, LeaseID: id, Attached: true}, a.emit(rec))
 }
 
@@ -297,7 +300,7 @@ func (a *turnActor) release(ctx actor.Context, sender *actor.PID, msg *releaseLe
 		ctx.Send(sender, true)
 		return
 	}
-	delete(a.leases, msg.leaseID)
+	a.leases = slices.DeleteFunc(a.leases, func(l heldLease) bool { return l.id == msg.leaseID })
 	receipt := a.emit(a.m.Detached(a.now(), msg.leaseID, len(a.leases)))
 	if len(a.leases) > 0 {
 		a.answer(ctx, sender, true, receipt)
@@ -309,9 +312,19 @@ func (a *turnActor) release(ctx actor.Context, sender *actor.PID, msg *releaseLe
 // holds reports whether the turn holds lease for caller: a lease taken by
 // one bus identity is no lease for another.
 func (a *turnActor) holds(lease, caller string) bool {
-	taker, held := a.leases[lease]
-	return held && lease != "" && taker == caller
+	if lease == "" {
+		return false
+	}
+	for _, l := range a.leases {
+		if l.id == lease {
+			return l.caller == caller
+		}
+	}
+	return false
 }
+
+// heldLease is a lease on a turn and the bus identity that took it.
+type heldLease struct{ id, caller string }
 
 // now stamps an instant from the kernel's clock. (The machine never
 // records an instant earlier than one it already recorded, so a clock that

@@ -132,7 +132,8 @@ type nodeConfig struct {
 	tool  string
 	// front serves the kernel over NATS.
 	front bool
-	// stepCeiling, maxTurns: 0 means the kernel's defaults.
+	// stepCeiling, maxTurns: 0 means the kernel's defaults. maxTurns
+	// also bounds one principal's turns (the bench opens them all as one).
 	stepCeiling, maxTurns int
 	idleTimeout           time.Duration
 	// sync runs the node on a server that fsyncs every write (Env.server).
@@ -224,7 +225,7 @@ func (e *Env) startNode(ctx context.Context, cfg nodeConfig) (_ *node, err error
 	}
 	n.kernel, err = actors.New(actors.Options{
 		Node: "bench", Providers: []providers.ContextToolProvider{n.counted}, Authority: auth, Sink: sink,
-		StepCeiling: cfg.stepCeiling, MaxTurns: cfg.maxTurns, IdleTimeout: cfg.idleTimeout, Logger: e.opts.Logger,
+		StepCeiling: cfg.stepCeiling, MaxTurns: cfg.maxTurns, MaxTurnsPerPrincipal: cfg.maxTurns, IdleTimeout: cfg.idleTimeout, Logger: e.opts.Logger,
 	})
 	if err != nil {
 		return nil, err
