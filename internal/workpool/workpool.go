@@ -1,7 +1,7 @@
 // Package workpool runs short functions on long-lived goroutines.
 //
-// Why: protoactor starts a new goroutine each time an idle mailbox gets a
-// message, and the kernel starts one per tool execution. A new goroutine
+// Why: the turns' mailboxes (actors/mailbox.go) and the kernel's tool
+// executions each need a goroutine to run on, over and over. A new goroutine
 // starts on a small stack, and the kernel's work (schema validation, audit
 // encoding) grows it every time: in the mediated-call profile, stack
 // copying was 30% of CPU. Workers here keep their grown stacks.
@@ -58,16 +58,3 @@ func (p *Pool) Close() {
 	p.once.Do(func() { close(p.quit) })
 	p.wg.Wait()
 }
-
-// Dispatcher adapts the pool to protoactor's actor.Dispatcher.
-type Dispatcher struct {
-	Pool *Pool
-	// Batch is how many messages a mailbox run processes before yielding.
-	Batch int
-}
-
-// Schedule runs a mailbox on the pool.
-func (d Dispatcher) Schedule(fn func()) { d.Pool.Go(fn) }
-
-// Throughput is how many messages a mailbox run processes before yielding.
-func (d Dispatcher) Throughput() int { return d.Batch }
