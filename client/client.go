@@ -51,9 +51,11 @@ type Options struct {
 	// OpenAttempts is how many times Open sends an open that no node took
 	// (no node serving opens, or the one that answered refused it
 	// overloaded or node_unavailable before opening anything), with a
-	// short pause between, within the context's deadline. An open that
-	// was sent and not answered is never sent again (a turn may have
-	// been opened). Default 3; 1: no retry.
+	// short pause between, within the context's deadline. An open whose
+	// answer is late is sent again like a listing (ResendAfter): if the
+	// first one did open a turn, that turn has no holder and closes when
+	// it idles out (kernel.idle_timeout); a draining node waits for it
+	// until its drain_timeout. Default 3; 1: no retry.
 	OpenAttempts int
 }
 
@@ -159,9 +161,13 @@ func (c *Client) Attach(ctx context.Context, h Handle, access Access) (*Turn, er
 
 func (c *Client) open(ctx context.Context, subject string, access Access) (*Turn, error) {
 	var rep messages.OpenReply
+	// A new turn's open is resent when its answer is late (a lost answer
+	// leaves at most an unheld turn that idles out); an attach is not (a
+	// second lease would hold the turn open after this caller closes).
+	fresh := access.TurnID == ""
 	if err := c.request(ctx, subject, func(ms uint32) messages.Message {
 		return &messages.OpenRequest{V: messages.Version, Access: access, TimeoutMs: ms}
-	}, &rep, false, false); err != nil {
+	}, &rep, false, fresh); err != nil {
 		return nil, err
 	}
 	// Every later operation carries the turn and this caller's lease.
