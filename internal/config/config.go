@@ -315,10 +315,10 @@ type Tool struct {
 // import it back).
 type Duration = mcpprovider.Duration
 
-// Load reads and validates a config file.
 // DefaultDrainTimeout is node.drain_timeout when the file does not set it.
 const DefaultDrainTimeout = 20 * time.Second
 
+// Load reads and validates a config file.
 func Load(path string) (*Config, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -406,19 +406,19 @@ func (c *Config) defaults() {
 		c.Audit.MaxAge = Duration(30 * 24 * time.Hour)
 	}
 	if c.Audit.MaxPending == 0 {
-		c.Audit.MaxPending = 16384
+		c.Audit.MaxPending = audit.DefaultMaxPending
 	}
 	if c.Audit.RetryWindow == 0 {
-		c.Audit.RetryWindow = min(Duration(10*time.Second), c.Kernel.CallTimeout/2)
+		c.Audit.RetryWindow = min(Duration(audit.DefaultRetryWindow), c.Kernel.CallTimeout/2)
 	}
 	if c.Audit.AckTimeout == 0 {
-		c.Audit.AckTimeout = min(Duration(time.Second), c.Audit.RetryWindow)
+		c.Audit.AckTimeout = min(Duration(audit.DefaultAckTimeout), c.Audit.RetryWindow)
 	}
 	if c.Audit.Replicas == 0 {
 		c.Audit.Replicas = 1
 	}
 	if c.Audit.DuplicateWindow == 0 {
-		c.Audit.DuplicateWindow = Duration(2 * time.Minute)
+		c.Audit.DuplicateWindow = Duration(audit.DuplicateWindow)
 	}
 }
 
@@ -786,7 +786,7 @@ func (c *Config) SegmentBytes() int {
 	if c.Audit.SegmentMaxBytes != 0 {
 		return c.Audit.SegmentMaxBytes
 	}
-	return min(512<<10, c.NATS.MaxMessageBytes-4<<10)
+	return min(audit.DefaultMaxSegmentBytes, c.NATS.MaxMessageBytes-4<<10)
 }
 
 // SyncInterval is audit.sync as a duration; 0 means "always".
