@@ -7,13 +7,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sharedos/sharedos/client"
 	"github.com/sharedos/sharedos/internal/audit"
@@ -181,39 +181,16 @@ func faultNodeKilled(t *testing.T, killLeader bool) {
 	pc := startProcCluster(t, bin)
 	t.Logf("cmd/node built in %v; three processes ready in %v", t1.Sub(t0).Round(time.Millisecond), time.Since(t1).Round(time.Millisecond))
 
-	// The victim is a node that does not lead the audit stream: losing
-	// the leader is another fault (docs/operations.md, open).
-	js, err := jetstream.New(pc.connect(t, 0, "auditor"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var leader string
-	for wait := time.Now().Add(30 * time.Second); ; {
-		s, err := js.Stream(ctx(t), "SHAREDOS_AUDIT")
-		if err == nil && s.CachedInfo().Cluster != nil && s.CachedInfo().Cluster.Leader != "" {
-			leader = s.CachedInfo().Cluster.Leader
-			break
+	// The victim is a node that does not lead the audit stream (losing the
+	// leader is another fault, docs/operations.md), or, when killLeader,
+	// the one that does.
+	leader, victim, survivors := nonLeader(t, pc)
+	if killLeader {
+		victim = slices.IndexFunc(pc.ids, func(id string) bool { return "sharedos-"+id == leader })
+		if victim < 0 {
+			t.Fatalf("no node to kill: audit stream leader %q", leader)
 		}
-		if time.Now().After(wait) {
-			t.Fatalf("no audit stream leader after 30s: %v", err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	victim := -1
-	for i := 2; i >= 0; i-- {
-		if ("sharedos-"+pc.ids[i] == leader) == killLeader {
-			victim = i
-			break
-		}
-	}
-	if victim < 0 {
-		t.Fatalf("no node to kill: audit stream leader %q", leader)
-	}
-	var survivors []int
-	for i := range 3 {
-		if i != victim {
-			survivors = append(survivors, i)
-		}
+		survivors = slices.DeleteFunc([]int{0, 1, 2}, func(i int) bool { return i == victim })
 	}
 	t.Logf("audit stream leader %s; killing %s", leader, pc.ids[victim])
 	auditorNC := pc.connect(t, survivors[0], "auditor")
@@ -408,88 +385,29 @@ func faultNodeKilled(t *testing.T, killLeader bool) {
 
 	// The audit, once the cluster settles: every call a caller got a
 	// result for has tool.invoked and tool.completed in the stream.
-	type key struct{ turn, call string }
-	var (
-		data           [][]byte
-		invoked, compl map[key]int
-		missing        []faultCall
-		dups, readErrs int
-	)
-	// A read of the whole stream takes longer the more the load wrote: each
-	// attempt is given 15s plus 1s per 2,000 calls, the whole settle four
-	// attempts and at least 90s.
-	attemptTimeout := 15*time.Second + time.Duration(len(calls)/2000)*time.Second
-	settle := time.Now()
-	for attempt := 0; ; attempt++ {
-		data, invoked, compl, missing, dups = nil, map[key]int{}, map[key]int{}, nil, 0
-		ids := map[string]int{}
-		rctx, cancel := context.WithTimeout(context.Background(), attemptTimeout)
-		err := audit.ReadAll(rctx, auditorNC, audit.TailOptions{Prefix: "sharedos", Stream: "SHAREDOS_AUDIT"}, func(d []byte, ev *audit.Event) error {
-			data = append(data, d)
-			id := ev.ID
-			if id == "" { // a checkpoint: no id; the same bytes twice would be a duplicate
-				id = string(d)
-			}
-			if ids[id]++; ids[id] == 2 {
-				dups++
-				if attempt == 0 {
-					t.Logf("stored twice: %s", d)
-				}
-			}
-			if ev.Call != nil {
-				switch ev.Type {
-				case audit.ToolInvoked:
-					invoked[key{ev.TurnID, ev.Call.ID}]++
-				case audit.ToolCompleted:
-					compl[key{ev.TurnID, ev.Call.ID}]++
-				}
-			}
-			return nil
-		})
-		cancel()
-		if err == nil {
-			for _, c := range calls {
-				if (c.code == "" || c.code == "tool_error") && (invoked[key{c.turn, c.callID}] == 0 || compl[key{c.turn, c.callID}] == 0) {
-					missing = append(missing, c)
-				}
-			}
-			if len(missing) == 0 {
-				break
-			}
-		}
-		if err != nil {
-			readErrs++
-			t.Logf("reading the audit through %s at +%v after the load: %v", pc.ids[survivors[0]], time.Since(settle).Round(time.Millisecond), err)
-		}
-		if time.Since(settle) > max(90*time.Second, 4*attemptTimeout) {
-			if err != nil {
-				t.Fatalf("reading the audit through %s: %v", pc.ids[survivors[0]], err)
-			}
-			break
-		}
-		time.Sleep(time.Second)
-	}
-	settled := time.Since(settle)
-	var neverAnswered int
-	for k := range invoked {
-		if compl[k] == 0 {
-			neverAnswered++
+	var want []auditKey
+	node := map[auditKey]string{} // the turn's node, for the report
+	for _, c := range calls {
+		if c.code == "" || c.code == "tool_error" {
+			k := auditKey{c.turn, c.callID}
+			want = append(want, k)
+			node[k] = c.node
 		}
 	}
+	s := readSettled(t, auditorNC, want)
 	var recBytes int
-	for _, d := range data {
+	for _, d := range s.data {
 		recBytes += len(d)
 	}
-	rep := audit.Verify(data, true)
+	rep := audit.Verify(s.data, true)
 	if !rep.OK() {
 		t.Errorf("the trail does not verify: %+v", rep)
 	}
-	for _, c := range missing {
-		t.Errorf("acked but not in the audit: %s call %s on %s (invoked %d, completed %d)", c.turn, c.callID, c.node,
-			invoked[key{c.turn, c.callID}], compl[key{c.turn, c.callID}])
+	for _, k := range s.missing {
+		t.Errorf("acked but not in the audit: %s call %s on %s (invoked %d, completed %d)", k.turn, k.call, node[k], s.invoked[k], s.completed[k])
 	}
-	if dups > 0 {
-		t.Errorf("%d records stored twice", dups)
+	if s.dups > 0 {
+		t.Errorf("%d records stored twice", s.dups)
 	}
 	if victimAfterKill == 0 {
 		t.Errorf("no call on the killed node's turns after the kill (of %d on its turns): the fault was not exercised", victimCalls)
@@ -509,9 +427,9 @@ func faultNodeKilled(t *testing.T, killLeader bool) {
 		longestAnswer.Round(time.Millisecond), callTimeout, hung, window.Round(time.Millisecond))
 	t.Logf("FIGURES the killed node's callers: in flight at the kill, deadline_exceeded at their deadline; called after, refused in at most %v", promptRefusal.Round(time.Microsecond))
 	t.Logf("FIGURES opens %v", opens)
-	t.Logf("FIGURES audit complete and readable through %s %v after the load ended (%d reads failed before)", pc.ids[survivors[0]], settled.Round(time.Millisecond), readErrs)
+	t.Logf("FIGURES audit complete and readable through %s %v after the load ended (%d reads failed before)", pc.ids[survivors[0]], s.took.Round(time.Millisecond), s.readErrs)
 	t.Logf("FIGURES audit: %d records, acked-lost %d, duplicates %d, calls allowed but never answered (tool.invoked without tool.completed) %d, verify ok=%v (%d turns, %d closed, %d checkpoints)",
-		len(data), len(missing), dups, neverAnswered, rep.OK(), rep.Turns, rep.Closed, rep.Checkpoints)
+		len(s.data), len(s.missing), s.dups, len(s.neverCompleted()), rep.OK(), rep.Turns, rep.Closed, rep.Checkpoints)
 	t.Logf("FIGURES audit size: %d bytes of records, %d per answered call (turn opens, listings and checkpoints included), on each of 3 replicas",
 		recBytes, recBytes/max(ok, 1))
 }
