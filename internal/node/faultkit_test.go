@@ -603,7 +603,44 @@ func (l *leaderLog) unsettled(from, to time.Time) bool {
 	return false
 }
 
-// String lists the changes relative to t0.
+// leaderless is the first stretch without a leader ("none" or "?", until
+// the next change or end) that overlaps from..to.
+func (l *leaderLog) leaderless(from, to, end time.Time) (leaderSeen, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i, s := range l.seen {
+		if s.leader != "none" && s.leader != "?" {
+			continue
+		}
+		until := end
+		if i+1 < len(l.seen) {
+			until = l.seen[i+1].at
+		}
+		if !s.at.After(to) && !until.Before(from) {
+			return s, true
+		}
+	}
+	return leaderSeen{}, false
+}
+
+// leaderlessFor is how long the stream had no leader, up to end.
+func (l *leaderLog) leaderlessFor(end time.Time) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var d time.Duration
+	for i, s := range l.seen {
+		if s.leader == "none" || s.leader == "?" {
+			until := end
+			if i+1 < len(l.seen) {
+				until = l.seen[i+1].at
+			}
+			d += until.Sub(s.at)
+		}
+	}
+	return d
+}
+
+// since lists the changes relative to t0.
 func (l *leaderLog) since(t0 time.Time) string {
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -1,17 +1,13 @@
 package node_test
 
 import (
-	"cmp"
 	"context"
-	"fmt"
 	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sharedos/sharedos/client"
 	"github.com/sharedos/sharedos/internal/audit"
@@ -146,39 +142,8 @@ func TestFaultNodePaused(t *testing.T) {
 	stop, stopLoad := context.WithCancel(context.Background())
 	defer stopLoad()
 	var wg sync.WaitGroup
-	// The audit stream's leader as a survivor's server sees it, polled:
-	// "?" while stream info goes unanswered (an election).
-	type seen struct {
-		at     time.Time
-		leader string
-	}
-	var leaders []seen
-	watch, err := jetstream.New(pc.connect(t, survivors[1], "auditor"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	wg.Go(func() {
-		last := ""
-		for stop.Err() == nil {
-			c, cancel := context.WithTimeout(stop, time.Second)
-			st, err := watch.Stream(c, "SHAREDOS_AUDIT")
-			cancel()
-			l := "?"
-			if err == nil && st.CachedInfo().Cluster != nil {
-				l = strings.TrimPrefix(cmp.Or(st.CachedInfo().Cluster.Leader, "none"), "sharedos-")
-			}
-			if l != last && stop.Err() == nil {
-				mu.Lock()
-				leaders = append(leaders, seen{time.Now(), l})
-				mu.Unlock()
-				last = l
-			}
-			select {
-			case <-stop.Done():
-			case <-time.After(200 * time.Millisecond):
-			}
-		}
-	})
+	// The audit stream's leader as a survivor's server sees it.
+	leaders := watchLeader(t, pc.connect(t, survivors[1], "auditor"), stop, &wg)
 	ready := make(chan struct{}, workers)
 	var workersWG sync.WaitGroup
 	for w := range workers {
@@ -410,23 +375,6 @@ func TestFaultNodePaused(t *testing.T) {
 	// records of every node wait for a new leader (the writer retries
 	// within its retry window) and a caller's deadline may pass. The poll
 	// of the leader shows it ("none" or "?"), give or take its own 2s.
-	leaderlessDuring := func(c pauseCall) (seen, bool) {
-		from, to := c.start.Add(-2*time.Second), c.start.Add(c.took+2*time.Second)
-		for i, l := range leaders {
-			if l.leader != "none" && l.leader != "?" {
-				continue
-			}
-			// Leaderless from l.at until the next change (or the load's end).
-			until := loadEnd
-			if i+1 < len(leaders) {
-				until = leaders[i+1].at
-			}
-			if !l.at.After(to) && !until.Before(from) {
-				return l, true
-			}
-		}
-		return seen{}, false
-	}
 	var resolveStalled, electionStalled int
 	var unexplained []pauseCall
 	for _, c := range survivorFailed {
@@ -438,7 +386,7 @@ func TestFaultNodePaused(t *testing.T) {
 				c.node, c.turn, at, r.at.Sub(c.start).Round(time.Millisecond), r.slowest, r.failed)
 			continue
 		}
-		if l, ok := leaderlessDuring(c); ok && c.code == reason.DeadlineExceeded {
+		if l, ok := leaders.leaderless(c.start.Add(-2*time.Second), c.start.Add(c.took+2*time.Second), loadEnd); ok && c.code == reason.DeadlineExceeded {
 			electionStalled++
 			t.Logf("call %d on %s's turn %s (started at %+v of the pause) waited out its deadline while the audit stream had no leader (%s from %+v)",
 				c.nth, c.node, c.turn, at, l.leader, l.at.Sub(pausedAt).Round(10*time.Millisecond))
@@ -472,22 +420,8 @@ func TestFaultNodePaused(t *testing.T) {
 		t.Logf("FIGURES %s: on the paused node's turns %d calls, %d ok, refused %v; on the other nodes' turns %d calls, %d ok, refused %v",
 			names[ph], victimSide[ph].calls, victimSide[ph].ok, victimSide[ph].codes, survivorSide[ph].calls, survivorSide[ph].ok, survivorSide[ph].codes)
 	}
-	var ls []string
-	for _, l := range leaders {
-		ls = append(ls, fmt.Sprintf("%s at %+v", l.leader, l.at.Sub(pausedAt).Round(10*time.Millisecond)))
-	}
-	var leaderless time.Duration
-	for i, l := range leaders {
-		if l.leader == "none" || l.leader == "?" {
-			until := loadEnd
-			if i+1 < len(leaders) {
-				until = leaders[i+1].at
-			}
-			leaderless += until.Sub(l.at)
-		}
-	}
 	t.Logf("FIGURES the audit stream's leader, polled through %s (times from the pause, resumed at %+v): %s; without a leader for %v",
-		pc.ids[survivors[1]], pauseLen.Round(10*time.Millisecond), strings.Join(ls, " → "), leaderless.Round(10*time.Millisecond))
+		pc.ids[survivors[1]], pauseLen.Round(10*time.Millisecond), leaders.since(pausedAt), leaders.leaderlessFor(loadEnd).Round(10*time.Millisecond))
 	var slow []string // resolutions that took a second or more
 	for turn, r := range s.resolutions {
 		if r.took >= time.Second {
