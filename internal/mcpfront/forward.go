@@ -96,11 +96,8 @@ func (f *Front) ServeBus() error {
 		return nil
 	}
 	// The forwarded request is served as the owning node's /mcp would
-	// serve it, less the edge's checks (made where the client connected).
-	f.busHandler = f.fast(f.bearer(f.bind(rewrite(f.sdk))))
-	if f.opts.DisableFastPath {
-		f.busHandler = f.bearer(f.bind(rewrite(f.sdk)))
-	}
+	// serve it, less the edge's checks (made where the client connected):
+	// f.busHandler.
 	f.fwdSlots = make(chan struct{}, maxForwardsInFlight)
 	sub, err := f.opts.Bus.Subscribe(ForwardSubject(f.opts.BusPrefix, f.k.Node()), f.serveForwarded)
 	if err != nil {

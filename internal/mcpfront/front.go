@@ -143,10 +143,8 @@ type Front struct {
 	// fastServed counts requests the fast path answered.
 	fastServed atomic.Int64
 
-	// sdk is the SDK's stateless handler; bearer the token check.
-	sdk    http.Handler
-	bearer func(http.Handler) http.Handler
-	// busHandler serves requests forwarded by other nodes (forward.go).
+	// busHandler serves requests forwarded by other nodes (forward.go):
+	// handler less the edge's checks (checkOrigin).
 	busHandler http.Handler
 	fwdSlots   chan struct{}
 	sub        *nats.Subscription
@@ -235,12 +233,13 @@ func New(opts Options) (*Front, error) {
 	// Expiry is checked by verify on the front's clock; the SDK's own
 	// check (on the wall clock) is off: a TokenInfo carries no Expiration.
 	bearer := auth.RequireBearerToken(f.verify, &auth.RequireBearerTokenOptions{ResourceMetadataURL: f.metaURL, AllowMissingExpiration: true})
-	f.sdk, f.bearer = sdk, bearer
-	f.sdkHandler = f.checkOrigin(bearer(f.bind(rewrite(sdk))))
-	f.handler = f.sdkHandler
+	chain := bearer(f.bind(rewrite(sdk)))
+	f.sdkHandler = f.checkOrigin(chain)
+	f.busHandler = chain
 	if !opts.DisableFastPath {
-		f.handler = f.checkOrigin(f.fast(bearer(f.bind(rewrite(sdk)))))
+		f.busHandler = f.fast(chain)
 	}
+	f.handler = f.checkOrigin(f.busHandler)
 	return f, nil
 }
 
