@@ -3,7 +3,6 @@ package node_test
 import (
 	"context"
 	"errors"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -79,26 +78,8 @@ func startProcCluster(t *testing.T, bin string) *procCluster {
 			}
 		}
 	})
-	deadline := time.Now().Add(90 * time.Second)
-	for i, addr := range pc.http {
-		for {
-			resp, err := http.Get("http://" + addr + "/readyz")
-			if err == nil {
-				resp.Body.Close()
-				if resp.StatusCode == http.StatusOK {
-					break
-				}
-			}
-			select {
-			case <-pc.exited[i]:
-				t.Fatalf("%s exited while starting; log:\n%s", pc.ids[i], pc.log(i))
-			default:
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s not ready after 90s; log:\n%s", pc.ids[i], pc.log(i))
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+	for i := range pc.ids {
+		pc.waitReady(t, i, 90*time.Second)
 	}
 	return pc
 }
