@@ -77,7 +77,7 @@ func (f *Front) fast(next http.Handler) http.Handler {
 					return
 				}
 				if err == nil && !f.forwards(v.c, r) {
-					if e := f.admit(v.c); e != nil && f.serveFast(w, r, e, v.info) {
+					if e, _, _ := f.admit(v.c); e != nil && f.serveFast(w, r, e, v.info) {
 						f.fastServed.Add(1)
 						return
 					}

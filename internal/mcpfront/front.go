@@ -423,23 +423,37 @@ func (f *Front) verifyToken(tok string, r *http.Request) (*verifiedToken, error)
 	return v, nil
 }
 
-// admit is the turn entry a verified token c operates when bind would
-// admit it (every check of bind passed), else nil.
-func (f *Front) admit(c *Claims) *turnEntry {
+// admit is the turn entry a verified token c operates, or, when the turn
+// does not admit it, nil and the reason and message bind refuses it with
+// (the fast path takes only what bind would admit).
+func (f *Front) admit(c *Claims) (*turnEntry, reason.Code, string) {
 	if c.Node != f.k.Node() {
-		return nil
+		return nil, reason.TurnNotFound, fmt.Sprintf("turn %s is served by node %s, not %s", c.Turn, c.Node, f.k.Node())
 	}
 	f.mu.RLock()
-	defer f.mu.RUnlock()
 	e := f.turns[c.Turn]
-	if e == nil || e.closed || c.Tenant != e.auth.Tenant || c.CatalogHash != e.hash ||
-		!c.sameAuthority(e.auth.Tenant, e.auth.Principal, e.auth.CredentialProfile, e.auth.Attributes) {
-		return nil
+	var closed, issued bool
+	if e != nil {
+		closed = e.closed
+		_, issued = e.tokens[c.ID]
 	}
-	if _, issued := e.tokens[c.ID]; !issued {
-		return nil
+	f.mu.RUnlock()
+	// (auth and hash are set when the entry is made, never changed.)
+	switch {
+	case e == nil:
+		return nil, reason.TurnNotFound, fmt.Sprintf("no open turn %s on node %s (closed, or its tokens expired)", c.Turn, c.Node)
+	case closed:
+		return nil, reason.TurnClosed, fmt.Sprintf("turn %s is closed", c.Turn)
+	case c.Tenant != e.auth.Tenant:
+		return nil, reason.TenantForbidden, fmt.Sprintf("the token is for tenant %q; turn %s is not", c.Tenant, c.Turn)
+	case !c.sameAuthority(e.auth.Tenant, e.auth.Principal, e.auth.CredentialProfile, e.auth.Attributes):
+		return nil, reason.TurnNotFound, fmt.Sprintf("the token's principal is not turn %s's", c.Turn)
+	case c.CatalogHash != e.hash:
+		return nil, reason.TurnNotFound, fmt.Sprintf("the token binds catalogue %s but turn %s holds %s: a token minted for another catalogue cannot reconnect", short(c.CatalogHash), c.Turn, short(e.hash))
+	case !issued:
+		return nil, reason.TurnNotFound, fmt.Sprintf("token %s was not issued for turn %s by this node", c.ID, c.Turn)
 	}
-	return e
+	return e, "", ""
 }
 
 // forbid refuses a verified token that the turn does not admit: 403, with
@@ -477,34 +491,12 @@ func (f *Front) bind(next http.Handler) http.Handler {
 			f.forward(w, r, c)
 			return
 		}
-		f.mu.RLock()
-		e := f.turns[c.Turn]
-		var closed, issued bool
-		var hash string
-		var access authority.AccessContext
-		if e != nil {
-			closed, hash, access = e.closed, e.hash, e.auth
-			_, issued = e.tokens[c.ID]
+		e, code, msg := f.admit(c)
+		if e == nil {
+			f.forbid(w, r, code, "%s", msg)
+			return
 		}
-		f.mu.RUnlock()
-		switch {
-		case c.Node != f.k.Node():
-			f.forbid(w, r, reason.TurnNotFound, "turn %s is served by node %s, not %s", c.Turn, c.Node, f.k.Node())
-		case e == nil:
-			f.forbid(w, r, reason.TurnNotFound, "no open turn %s on node %s (closed, or its tokens expired)", c.Turn, c.Node)
-		case closed:
-			f.forbid(w, r, reason.TurnClosed, "turn %s is closed", c.Turn)
-		case c.Tenant != access.Tenant:
-			f.forbid(w, r, reason.TenantForbidden, "the token is for tenant %q; turn %s is not", c.Tenant, c.Turn)
-		case !c.sameAuthority(access.Tenant, access.Principal, access.CredentialProfile, access.Attributes):
-			f.forbid(w, r, reason.TurnNotFound, "the token's principal is not turn %s's", c.Turn)
-		case c.CatalogHash != hash:
-			f.forbid(w, r, reason.TurnNotFound, "the token binds catalogue %s but turn %s holds %s: a token minted for another catalogue cannot reconnect", short(c.CatalogHash), c.Turn, short(hash))
-		case !issued:
-			f.forbid(w, r, reason.TurnNotFound, "token %s was not issued for turn %s by this node", c.ID, c.Turn)
-		default:
-			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), entryKey{}, e)))
-		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), entryKey{}, e)))
 	})
 }
 
