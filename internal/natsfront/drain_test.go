@@ -2,12 +2,16 @@ package natsfront_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/sharedos/sharedos/client"
 	"github.com/sharedos/sharedos/conformance"
 	"github.com/sharedos/sharedos/internal/natsfront"
 	"github.com/sharedos/sharedos/internal/natsserver/natstest"
+	"github.com/sharedos/sharedos/messages"
+	"github.com/sharedos/sharedos/reason"
 )
 
 // A draining front takes no new turns — every open goes to the other
@@ -67,5 +71,44 @@ func TestDrainingFrontServesItsTurnsAndTakesNoOpens(t *testing.T) {
 	}
 	if err := front1.Stop(context.Background()); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Drain passes through a moment when the node has two services — the
+// old one and the one taking its turn endpoints over — and the drain
+// above cannot catch that moment. Two fronts of one kernel hold the same
+// state for as long as wanted: a request to one of the node's turns is
+// handled by one of them, never by both (they share the node's queue
+// group).
+func TestTwoServicesOfOneNodeHandleEachTurnRequestOnce(t *testing.T) {
+	_, nc := natstest.Start(t, false)
+	var handled atomic.Int32
+	opts := natsfront.Options{Observe: func(op messages.Op, _ reason.Code, _ time.Duration) {
+		if op == messages.OpList {
+			handled.Add(1)
+		}
+	}}
+	k, first := serve(t, nc, conformance.NewFixture(t).Options(), opts)
+	second, err := natsfront.Serve(nc, k, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := client.New(nc, nil).Open(ctx(t), client.Access{Tenant: "acme", Principal: "ada", Namespaces: []string{"notion"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const lists = 20
+	for range lists {
+		if _, err := tr.ListTools(ctx(t)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range []*natsfront.Front{second, first} { // Stop waits for the requests in flight
+		if err := f.Stop(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := handled.Load(); n != lists {
+		t.Fatalf("%d listings handled for %d requests", n, lists)
 	}
 }
