@@ -158,8 +158,12 @@ type clusterDriver struct {
 func (d *clusterDriver) opener() *ClientDriver { return d.via[0] }
 
 // driver is the client a turn's later operations go through: on the
-// first server that is neither the opener's nor the turn's node's.
+// first server that is neither the opener's nor the turn's node's. An
+// operation that names no turn goes through the opener.
 func (d *clusterDriver) driver(a authority.AccessContext) *ClientDriver {
+	if a.TurnID == "" {
+		return d.opener()
+	}
 	node := d.opener().nodeOf(a.TurnID)
 	if node == "" { // a turn this driver did not open: any server but the opener's
 		return d.via[1]
@@ -192,17 +196,11 @@ func (d *clusterDriver) Open(ctx context.Context, a authority.AccessContext) (ac
 
 // ListTools implements Driver.
 func (d *clusterDriver) ListTools(ctx context.Context, a authority.AccessContext) (actors.ToolList, error) {
-	if a.TurnID == "" {
-		return d.opener().ListTools(ctx, a)
-	}
 	return d.driver(a).ListTools(ctx, a)
 }
 
 // ListNamespaces implements Driver.
 func (d *clusterDriver) ListNamespaces(ctx context.Context, a authority.AccessContext) ([]actors.NamespaceInfo, error) {
-	if a.TurnID == "" {
-		return d.opener().ListNamespaces(ctx, a)
-	}
 	return d.driver(a).ListNamespaces(ctx, a)
 }
 
@@ -213,9 +211,6 @@ func (d *clusterDriver) UpdateNamespaces(ctx context.Context, a authority.Access
 
 // Invoke implements Driver.
 func (d *clusterDriver) Invoke(ctx context.Context, a authority.AccessContext, alias string, args []byte) (actors.CallResult, error) {
-	if a.TurnID == "" {
-		return d.opener().Invoke(ctx, a, alias, args)
-	}
 	return d.driver(a).Invoke(ctx, a, alias, args)
 }
 
