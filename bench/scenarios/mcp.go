@@ -97,20 +97,20 @@ func (e *Env) MCPProviderScenario(name, floor string) harness.Scenario {
 			if err != nil {
 				return nil, err
 			}
-			return &mcpTarget{n: n, args: payload(p.PayloadBytes)}, nil
+			return &mcpTarget{kernelTarget: kernelTarget{n: n, args: payload(p.PayloadBytes)}}, nil
 		},
 	}
 }
 
+// mcpTarget is a kernelTarget that counts its turns.
 type mcpTarget struct {
-	n     *node
-	args  []byte
+	kernelTarget
 	turns atomic.Int64
 }
 
 func (t *mcpTarget) Open(ctx context.Context) (harness.Turn, error) {
 	t.turns.Add(1)
-	return (&kernelTarget{n: t.n, args: t.args}).Open(ctx)
+	return t.kernelTarget.Open(ctx)
 }
 
 func (t *mcpTarget) Close(ctx context.Context) error {
@@ -119,5 +119,3 @@ func (t *mcpTarget) Close(ctx context.Context) error {
 	}
 	return t.n.close(ctx)
 }
-
-func (t *mcpTarget) Counters() harness.Counters { return t.n.counted.counters() }
