@@ -194,33 +194,10 @@ func faultNodeKilled(t *testing.T, killLeader bool) {
 		defer mu.Unlock()
 		return !killedAt.IsZero(), killedAt
 	}
-	// openOn opens a turn through cl; want, if not "", is the node it
-	// must land on (opens go to any node by a queue group): turns that
-	// land elsewhere are closed and another is opened.
-	openOn := func(ctx context.Context, cl *client.Client, want string) (*client.Turn, error) {
-		for {
-			octx, cancel := context.WithTimeout(ctx, callTimeout)
-			tr, err := cl.Open(octx, access)
-			cancel()
-			if err != nil {
-				mu.Lock()
-				opens[reason.Of(err)]++
-				mu.Unlock()
-				if ctx.Err() != nil {
-					return nil, ctx.Err()
-				}
-				continue
-			}
-			mu.Lock()
-			opens[""]++
-			mu.Unlock()
-			if want == "" || tr.Handle.Node == want {
-				return tr, nil
-			}
-			cctx, cancel := context.WithTimeout(ctx, callTimeout)
-			_ = tr.Close(cctx)
-			cancel()
-		}
+	noteOpen := func(err error) {
+		mu.Lock()
+		opens[reason.Of(err)]++
+		mu.Unlock()
 	}
 	stop, stopLoad := context.WithCancel(context.Background())
 	defer stopLoad()
@@ -233,7 +210,7 @@ func faultNodeKilled(t *testing.T, killLeader bool) {
 			// theirs until it fails, so the victim's turns are in flight
 			// when it dies. (With rotating turns only, one run had none
 			// of its turns on the victim at the kill.)
-			tr, err := openOn(stop, cl, pc.ids[w%3])
+			tr, err := openOn(stop, cl, access, pc.ids[w%3], callTimeout, noteOpen)
 			ready <- struct{}{}
 			n, retried := 0, false
 			for stop.Err() == nil {
@@ -243,7 +220,7 @@ func faultNodeKilled(t *testing.T, killLeader bool) {
 						_ = tr.Close(cctx)
 						cancel()
 					}
-					if tr, err = openOn(stop, cl, ""); err != nil {
+					if tr, err = openOn(stop, cl, access, "", callTimeout, noteOpen); err != nil {
 						return
 					}
 					n, retried = 0, false

@@ -1,9 +1,11 @@
 package node_test
 
-// Helpers shared by the pause and flood fault tests (pause_test.go,
-// flood_test.go): the load's duration, the victim (a node that does not
-// lead the audit stream), requests whose every reply is counted, the
-// audit read once the cluster settles, and a process's memory.
+// Helpers shared by the fault tests (fault_test.go, pause_test.go,
+// flood_test.go, rolling_test.go, partition_test.go, addnode_test.go):
+// the load's duration, the victim (a node that does not lead the audit
+// stream), opening a turn on a given node, requests whose every reply is
+// counted, the audit read once the cluster settles, the audit leader's
+// changes, and a process's memory.
 
 import (
 	"bufio"
@@ -684,6 +686,34 @@ func refusalWindow(attempts []attempt, end time.Time) time.Duration {
 		}
 	}
 	return window
+}
+
+// openOn opens a turn for access through cl, each open given timeout,
+// until one lands on want (any node when want is ""): opens go to any
+// node by a queue group, and turns that land elsewhere are closed. note,
+// when set, is told each open's outcome (nil for a turn) until ctx is
+// done; then openOn returns ctx's error.
+func openOn(ctx context.Context, cl *client.Client, access client.Access, want string, timeout time.Duration, note func(error)) (*client.Turn, error) {
+	for {
+		octx, cancel := context.WithTimeout(ctx, timeout)
+		tr, err := cl.Open(octx, access)
+		cancel()
+		if err != nil && ctx.Err() != nil {
+			return nil, ctx.Err() // the load is over: not an open's outcome
+		}
+		if note != nil {
+			note(err)
+		}
+		if err != nil {
+			continue
+		}
+		if want == "" || tr.Handle.Node == want {
+			return tr, nil
+		}
+		cctx, cancel := context.WithTimeout(ctx, timeout)
+		_ = tr.Close(cctx)
+		cancel()
+	}
 }
 
 // startNodeProc starts `bin serve` with args (after "serve"), wrapped by

@@ -109,34 +109,13 @@ func TestFaultNodePaused(t *testing.T) {
 		}
 		return afterResume
 	}
-	// openOn opens a turn through cl; want, if not "", is the node it
-	// must land on (turns that land elsewhere are closed, another opened).
-	openOn := func(ctx context.Context, cl *client.Client, want string) (*client.Turn, error) {
-		for {
-			octx, cancel := context.WithTimeout(ctx, callTimeout)
-			tr, err := cl.Open(octx, access)
-			cancel()
-			if err != nil && ctx.Err() != nil {
-				return nil, ctx.Err() // the load is over: not an open's outcome
-			}
-			mu.Lock()
-			opens[reason.Of(err)]++
-			if code := reason.Of(err); code != "" && code != reason.DeadlineExceeded && openErrs[code] == "" {
-				openErrs[code] = err.Error()
-			}
-			mu.Unlock()
-			if err != nil {
-				if ctx.Err() != nil {
-					return nil, ctx.Err()
-				}
-				continue
-			}
-			if want == "" || tr.Handle.Node == want {
-				return tr, nil
-			}
-			cctx, cancel := context.WithTimeout(ctx, callTimeout)
-			_ = tr.Close(cctx)
-			cancel()
+	noteOpen := func(err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		code := reason.Of(err)
+		opens[code]++
+		if code != "" && code != reason.DeadlineExceeded && openErrs[code] == "" {
+			openErrs[code] = err.Error()
 		}
 	}
 	stop, stopLoad := context.WithCancel(context.Background())
@@ -153,7 +132,7 @@ func TestFaultNodePaused(t *testing.T) {
 			// turn through deadline_exceeded (its node may come back) and
 			// takes a new one on any other refusal; a rotating worker
 			// takes a new one every callsPerTurn calls and on any failure.
-			tr, err := openOn(stop, cn.c, pc.ids[w%3])
+			tr, err := openOn(stop, cn.c, access, pc.ids[w%3], callTimeout, noteOpen)
 			ready <- struct{}{}
 			n := 0
 			for stop.Err() == nil {
@@ -168,7 +147,7 @@ func TestFaultNodePaused(t *testing.T) {
 						abandoned = append(abandoned, tr)
 						mu.Unlock()
 					}
-					if tr, err = openOn(stop, cn.c, ""); err != nil {
+					if tr, err = openOn(stop, cn.c, access, "", callTimeout, noteOpen); err != nil {
 						return
 					}
 					n = 0
@@ -228,7 +207,7 @@ func TestFaultNodePaused(t *testing.T) {
 	// The resumed node takes a fresh turn and serves it.
 	probe := conns[0]
 	pctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	ptr, err := openOn(pctx, probe.c, pc.ids[victim])
+	ptr, err := openOn(pctx, probe.c, access, pc.ids[victim], callTimeout, noteOpen)
 	cancel()
 	if err != nil {
 		t.Fatalf("opening a turn on the resumed %s: %v", pc.ids[victim], err)
