@@ -189,11 +189,6 @@ func faultNodeKilled(t *testing.T, killLeader bool) {
 		opens    = map[reason.Code]int{}
 		killedAt time.Time
 	)
-	killed := func() (bool, time.Time) {
-		mu.Lock()
-		defer mu.Unlock()
-		return !killedAt.IsZero(), killedAt
-	}
 	noteOpen := func(err error) {
 		mu.Lock()
 		opens[reason.Of(err)]++
@@ -284,7 +279,7 @@ func faultNodeKilled(t *testing.T, killLeader bool) {
 	stopLoad()
 	wg.Wait()
 	loadEnd := time.Now()
-	_, kat := killed()
+	kat := killedAt // set by this goroutine; the workers are done
 
 	// The figures, from the callers' side.
 	var ok, survivorFail, victimCalls, victimAfterKill, hung int
