@@ -239,12 +239,7 @@ func TestPanickingProvidersDoNotSinkTheNode(t *testing.T) {
 	}})
 	k := start(t, f, func(o *actors.Options) { o.Providers = append(o.Providers, panicky{boom}) })
 	c := ctx(t)
-	o, err := k.Open(c, conformance.Ada)
-	if err != nil {
-		t.Fatal(err)
-	}
-	who := conformance.Ada
-	who.TurnID, who.LeaseID = o.TurnID, o.LeaseID
+	who, _ := openAs(t, k, conformance.Ada)
 	if _, err := k.Invoke(c, who, "notion_search", args("acme")); !errors.Is(err, reason.ErrProviderError) {
 		t.Fatalf("panicking tool: %v, want provider_error", err)
 	}
@@ -268,9 +263,7 @@ func TestExecutionDoesNotBlockTheTurn(t *testing.T) {
 	}})
 	k := start(t, f, nil)
 	c := ctx(t)
-	o, _ := k.Open(c, conformance.Ada)
-	who := conformance.Ada
-	who.TurnID, who.LeaseID = o.TurnID, o.LeaseID
+	who, _ := openAs(t, k, conformance.Ada)
 	slow := make(chan error, 2)
 	for range 2 {
 		go func() {
@@ -315,9 +308,7 @@ func TestChangedContractIsRefusedCapabilityChanged(t *testing.T) {
 	f := conformance.NewFixture(t)
 	k := start(t, f, nil)
 	c := ctx(t)
-	o, _ := k.Open(c, conformance.Ada)
-	who := conformance.Ada
-	who.TurnID, who.LeaseID = o.TurnID, o.LeaseID
+	who, _ := openAs(t, k, conformance.Ada)
 	if _, err := k.ListTools(c, who); err != nil {
 		t.Fatal(err)
 	}
@@ -425,12 +416,7 @@ func TestTurnFailsClosedWhenAuditIsNotStored(t *testing.T) {
 	sink := &failingSink{next: f.Sink}
 	k := start(t, f, func(o *actors.Options) { o.Sink = sink })
 	c := ctx(t)
-	o, err := k.Open(c, conformance.Ada)
-	if err != nil {
-		t.Fatal(err)
-	}
-	who := conformance.Ada
-	who.TurnID, who.LeaseID = o.TurnID, o.LeaseID
+	who, o := openAs(t, k, conformance.Ada)
 	if _, err := k.ListTools(c, who); err != nil {
 		t.Fatal(err)
 	}
@@ -442,7 +428,7 @@ func TestTurnFailsClosedWhenAuditIsNotStored(t *testing.T) {
 		t.Fatal("the tool ran although its tool.invoked was not stored")
 	}
 	sink.failing.Store(false) // the stream is back: the turn must still not carry on
-	_, err = k.ListTools(c, who)
+	_, err := k.ListTools(c, who)
 	if !errors.Is(err, reason.ErrAuditUnavailable) && !errors.Is(err, reason.ErrTurnClosed) {
 		t.Fatalf("operation after a lost record: %v, want audit_unavailable or turn_closed", err)
 	}

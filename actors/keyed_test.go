@@ -34,12 +34,7 @@ func TestKeyedCallRunsOnce(t *testing.T) {
 	}})
 	k := start(t, f, nil)
 	c := ctx(t)
-	o, err := k.Open(c, conformance.Ada)
-	if err != nil {
-		t.Fatal(err)
-	}
-	who := conformance.Ada
-	who.TurnID, who.LeaseID = o.TurnID, o.LeaseID
+	who, o := openAs(t, k, conformance.Ada)
 
 	type answer struct {
 		res actors.CallResult
@@ -117,12 +112,7 @@ func TestKeyedCallAnswersAreBounded(t *testing.T) {
 	}})
 	k := start(t, f, func(o *actors.Options) { o.StepCeiling = 1000 })
 	c := ctx(t)
-	o, err := k.Open(c, conformance.Ada)
-	if err != nil {
-		t.Fatal(err)
-	}
-	who := conformance.Ada
-	who.TurnID, who.LeaseID = o.TurnID, o.LeaseID
+	who, _ := openAs(t, k, conformance.Ada)
 	put := args("acme")
 	first, err := k.InvokeKeyed(c, who, "id-0", "notion_search", put)
 	if err != nil {
