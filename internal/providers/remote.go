@@ -38,6 +38,8 @@ type Remote struct {
 	signErr  error
 	// instance is the instance asked first (WithInstance), or "".
 	instance string
+	// catalogTo and invokeTo are where requests go, fixed by NewRemote.
+	catalogTo, invokeTo target
 
 	mu    sync.Mutex
 	state ProviderState
@@ -105,6 +107,8 @@ func NewRemote(nc *nats.Conn, id, prefix string, opts ...RemoteOption) *Remote {
 	for _, o := range opts {
 		o(r)
 	}
+	r.catalogTo = r.targetOf("catalog", messages.ProviderCatalogSubject(prefix, id))
+	r.invokeTo = r.targetOf("invoke", messages.ProviderInvokeSubject(prefix, id))
 	return r
 }
 
@@ -206,7 +210,7 @@ func (r *Remote) pages(ctx context.Context, access authority.AccessContext) (out
 			return Catalog{}, false, reason.New(reason.ProviderError, "provider %s: catalogue of more than %d pages", r.id, MaxCatalogPages)
 		}
 		var rep messages.ProviderCatalogReply
-		if err := r.request(ctx, r.subject("catalog", messages.ProviderCatalogSubject(r.prefix, r.id)),
+		if err := r.request(ctx, r.catalogTo,
 			&messages.ProviderCatalogRequest{V: messages.Version, Access: wire, TimeoutMs: timeoutMs(ctx), Cursor: cursor}, &rep); err != nil {
 			return Catalog{}, false, err
 		}
@@ -257,7 +261,7 @@ func (r *Remote) Invoke(ctx context.Context, call Call) (Result, error) {
 		return Result{}, err
 	}
 	var rep messages.ProviderInvokeReply
-	if err := r.request(ctx, r.subject("invoke", messages.ProviderInvokeSubject(r.prefix, r.id)), req, &rep); err != nil {
+	if err := r.request(ctx, r.invokeTo, req, &rep); err != nil {
 		if reason.Of(err) == reason.ProviderUnavailable {
 			r.observe(ctx, err) // no instance at all: down, whatever the catalogue said
 		}
@@ -304,7 +308,7 @@ func (r *Remote) sign(ctx context.Context, req *messages.ProviderInvokeRequest, 
 // the queue group's when that instance is not there.
 type target struct{ instance, shared string }
 
-func (r *Remote) subject(op, shared string) target {
+func (r *Remote) targetOf(op, shared string) target {
 	if r.instance == "" {
 		return target{shared: shared}
 	}
