@@ -95,32 +95,29 @@ func Serve(nc *nats.Conn, id string, p Provider, opts *Options) (*Host, error) {
 		return &ledgerActor{h: h, ledger: map[ledgerKey]advertised{}}
 	}))
 	group := messages.ProviderQueueGroup(id)
-	subjects := map[string]func(*nats.Msg){
-		messages.ProviderCatalogSubject(o.Prefix, id): h.onCatalog,
-		messages.ProviderInvokeSubject(o.Prefix, id):  h.onInvoke,
+	type endpoint struct {
+		subject, queue string
+		handle         func(*nats.Msg)
 	}
-	own := map[string]bool{}
+	subjects := []endpoint{
+		{messages.ProviderCatalogSubject(o.Prefix, id), group, h.onCatalog},
+		{messages.ProviderInvokeSubject(o.Prefix, id), group, h.onInvoke},
+	}
 	if o.Instance != "" {
 		if strings.ContainsAny(o.Instance, ".*> \t\r\n") {
 			h.shutdown()
 			return nil, fmt.Errorf("provider %s: instance %q must be one subject token", id, o.Instance)
 		}
-		for op, handle := range map[string]func(*nats.Msg){"catalog": h.onCatalog, "invoke": h.onInvoke} {
-			subj := messages.ProviderInstanceSubject(o.Prefix, id, o.Instance, op)
-			subjects[subj], own[subj] = handle, true
-		}
+		// No queue group: only this instance answers there.
+		subjects = append(subjects,
+			endpoint{messages.ProviderInstanceSubject(o.Prefix, id, o.Instance, "catalog"), "", h.onCatalog},
+			endpoint{messages.ProviderInstanceSubject(o.Prefix, id, o.Instance, "invoke"), "", h.onInvoke})
 	}
-	for subj, handle := range subjects {
-		var sub *nats.Subscription
-		var err error
-		if own[subj] {
-			sub, err = nc.Subscribe(subj, handle)
-		} else {
-			sub, err = nc.QueueSubscribe(subj, group, handle)
-		}
+	for _, s := range subjects {
+		sub, err := nc.QueueSubscribe(s.subject, s.queue, s.handle)
 		if err != nil {
 			h.shutdown()
-			return nil, fmt.Errorf("provider %s: subscribing %s: %w", id, subj, err)
+			return nil, fmt.Errorf("provider %s: subscribing %s: %w", id, s.subject, err)
 		}
 		h.subs = append(h.subs, sub)
 	}
