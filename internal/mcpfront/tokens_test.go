@@ -124,6 +124,7 @@ func TestTokenAttacksAreRefused(t *testing.T) {
 		{"another principal, signed", resign(t, e.key, tok, func(c *mcpfront.Claims) { c.Principal = "bob" }), 403, "principal"},
 		{"a turn this node never bound", resign(t, e.key, tok, func(c *mcpfront.Claims) { c.Turn = "n1.nosuchturn" }), 403, "no open turn"},
 		{"a turn of another node", resign(t, e.key, tok, func(c *mcpfront.Claims) { c.Turn, c.Node = "n2.x", "n2" }), 403, "served by node n2"},
+		{"signed, but never issued (an id the node did not mint)", resign(t, e.key, tok, func(c *mcpfront.Claims) { c.ID += "-forged" }), 403, "was not issued"},
 	} {
 		st, hdr, body := post(t, e.url, c.token, listBody, nil)
 		refusedHTTP(t, c.name, st, hdr, body, c.status, c.want)
