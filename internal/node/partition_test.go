@@ -251,6 +251,7 @@ func TestFaultNodePartitioned(t *testing.T) {
 	var want []auditKey
 	byNode := map[string]map[reason.Code]int{}
 	var hung, survivorFailed, survivorElection int
+	var cutOff int // calls on node-3's turns started during the cut that failed
 	var victimLongest time.Duration
 	for _, o := range outcomes {
 		if byNode[o.node] == nil {
@@ -263,6 +264,9 @@ func TestFaultNodePartitioned(t *testing.T) {
 		switch {
 		case o.node == "node-3":
 			victimLongest = max(victimLongest, o.took)
+			if o.err != nil && !o.start.Before(cutAt) && o.start.Before(healedAt) {
+				cutOff++
+			}
 		case o.err == nil:
 		case (o.code == reason.DeadlineExceeded || o.code == reason.AuditUnavailable) && leaders.unsettled(o.start, o.start.Add(o.took)):
 			// The cut node, alone, calls elections at ever higher terms;
@@ -283,6 +287,9 @@ func TestFaultNodePartitioned(t *testing.T) {
 	}
 	if byNode["node-3"][reason.Code("")] == 0 {
 		t.Errorf("no call on node-3's turn succeeded (before the cut or after the heal): %v", byNode["node-3"])
+	}
+	if cutOff == 0 {
+		t.Errorf("no call on node-3's turns started during the cut failed (%v): the fault was not exercised", byNode["node-3"])
 	}
 	s := readSettled(t, auditor, want)
 	if len(s.missing) > 0 {
