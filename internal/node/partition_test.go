@@ -187,21 +187,9 @@ func TestFaultNodePartitioned(t *testing.T) {
 		c := client.New(pc.connect(t, w%2, "runtime"), &client.Options{ResendAfter: time.Second})
 		want := pc.ids[w%3]
 		wg.Go(func() {
-			var tr *client.Turn
-			for tr == nil && stop.Err() == nil {
-				octx, cancel := context.WithTimeout(context.Background(), callTimeout)
-				got, err := c.Open(octx, access)
-				cancel()
-				if err != nil {
-					continue
-				}
-				if got.Handle.Node == want {
-					tr = got
-				} else {
-					cctx, cancel := context.WithTimeout(context.Background(), callTimeout)
-					_ = got.Close(cctx)
-					cancel()
-				}
+			tr, err := openOn(stop, c, access, want, callTimeout, nil)
+			if err != nil {
+				return
 			}
 			for stop.Err() == nil {
 				cctx, cancel := context.WithTimeout(context.Background(), callTimeout)
