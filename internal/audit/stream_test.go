@@ -206,7 +206,9 @@ func TestStreamCreatedHardened(t *testing.T) {
 }
 
 // Nodes starting together on a missing stream all start: the first
-// creates it, the others find it (or create the same config).
+// creates it, the others find it. Their retentions differ, so a node that
+// loses the race is refused "name already in use" (the same config would
+// be created again without error) and checks the winner's stream.
 func TestStreamCreatedConcurrently(t *testing.T) {
 	_, nc := natstest.Start(t, true)
 	var wg sync.WaitGroup
@@ -214,7 +216,8 @@ func TestStreamCreatedConcurrently(t *testing.T) {
 	sinks := make([]*JetStreamSink, 4)
 	for i := range sinks {
 		wg.Go(func() {
-			sinks[i], errs[i] = NewJetStreamSink(ctxT(t, 5*time.Second), nc, JetStreamOptions{Logger: quietLogger})
+			sinks[i], errs[i] = NewJetStreamSink(ctxT(t, 5*time.Second), nc,
+				JetStreamOptions{Logger: quietLogger, MaxAge: time.Duration(i+1) * time.Hour})
 		})
 	}
 	wg.Wait()
