@@ -5,8 +5,6 @@ import (
 	"io"
 	"maps"
 	"net/http"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -349,11 +347,9 @@ func TestFaultNodeFlooded(t *testing.T) {
 	}
 	// What the node logged about its bus (a slow consumer is a drop).
 	var slow []string
-	if b, err := os.ReadFile(filepath.Join(pc.dir, pc.ids[target]+".log")); err == nil {
-		for _, l := range strings.Split(string(b), "\n") {
-			if strings.Contains(strings.ToLower(l), "slow consumer") {
-				slow = append(slow, l)
-			}
+	for _, l := range strings.Split(pc.log(target), "\n") {
+		if strings.Contains(strings.ToLower(l), "slow consumer") {
+			slow = append(slow, l)
 		}
 	}
 	if len(slow) > 0 {
