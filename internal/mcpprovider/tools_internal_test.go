@@ -2,6 +2,7 @@ package mcpprovider
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -153,5 +154,28 @@ func TestDraft07AdaptedOnlyWhenItMeansTheSame(t *testing.T) {
 	}
 	if len(l.refused) != 4 {
 		t.Fatalf("refused %+v", l.refused)
+	}
+}
+
+// One profile's private snapshots (one per principal) are bounded:
+// expired ones go first, then the oldest received past maxPrivate.
+func TestEvictPrivateBoundsThePrincipalsSnapshots(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	snaps := map[string]*snapshot{}
+	for i := range maxPrivate + 2 {
+		snaps[strconv.Itoa(i)] = &snapshot{received: t0.Add(time.Duration(i) * time.Second), expires: t0.Add(time.Hour)}
+	}
+	snaps["expired"] = &snapshot{received: t0.Add(time.Hour), expires: t0}
+	evictPrivate(snaps, t0.Add(time.Minute))
+	if len(snaps) != maxPrivate {
+		t.Fatalf("%d snapshots left, want %d", len(snaps), maxPrivate)
+	}
+	for _, who := range []string{"expired", "0", "1"} {
+		if snaps[who] != nil {
+			t.Fatalf("%s's snapshot kept", who)
+		}
+	}
+	if snaps["2"] == nil || snaps[strconv.Itoa(maxPrivate+1)] == nil {
+		t.Fatal("a snapshot within the bound was dropped")
 	}
 }
