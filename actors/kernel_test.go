@@ -252,15 +252,9 @@ func TestExecutionDoesNotBlockTheTurn(t *testing.T) {
 	f := conformance.NewFixture(t)
 	release := make(chan struct{})
 	var running atomic.Int32
-	f.Notion.Set(providers.MemoryTool{Definition: conformance.SearchDef("notion.search"), Handler: func(ctx context.Context, _ providers.Call) (providers.Result, error) {
-		running.Add(1)
-		select {
-		case <-release:
-			return providers.Result{Text: "done"}, nil
-		case <-ctx.Done():
-			return providers.Result{}, ctx.Err()
-		}
-	}})
+	f.Notion.Set(providers.MemoryTool{Definition: conformance.SearchDef("notion.search"), Handler: providers.HeldHandler(release, &running, func(int32) providers.Result {
+		return providers.Result{Text: "done"}
+	})})
 	k := start(t, f, nil)
 	c := ctx(t)
 	who, _ := openAs(t, k, conformance.Ada)

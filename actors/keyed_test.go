@@ -21,17 +21,10 @@ import (
 func TestKeyedCallRunsOnce(t *testing.T) {
 	f := conformance.NewFixture(t)
 	release := make(chan struct{})
-	var runs, started atomic.Int32
-	f.Notion.Set(providers.MemoryTool{Definition: conformance.SearchDef("notion.search"), Handler: func(ctx context.Context, _ providers.Call) (providers.Result, error) {
-		n := runs.Add(1)
-		started.Add(1)
-		select {
-		case <-release:
-			return providers.Result{Text: fmt.Sprintf("run %d", n)}, nil
-		case <-ctx.Done():
-			return providers.Result{}, ctx.Err()
-		}
-	}})
+	var runs atomic.Int32
+	f.Notion.Set(providers.MemoryTool{Definition: conformance.SearchDef("notion.search"), Handler: providers.HeldHandler(release, &runs, func(n int32) providers.Result {
+		return providers.Result{Text: fmt.Sprintf("run %d", n)}
+	})})
 	k := start(t, f, nil)
 	c := ctx(t)
 	who, o := openAs(t, k, conformance.Ada)
@@ -45,7 +38,7 @@ func TestKeyedCallRunsOnce(t *testing.T) {
 		res, err := k.InvokeKeyed(c, who, "req-1", "notion_search", args("acme"))
 		first <- answer{res, err}
 	}()
-	for started.Load() == 0 {
+	for runs.Load() == 0 {
 		if _, err := k.ListTools(c, who); err != nil { // the turn keeps deciding meanwhile
 			t.Fatal(err)
 		}

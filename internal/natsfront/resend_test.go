@@ -1,7 +1,6 @@
 package natsfront_test
 
 import (
-	"context"
 	"io"
 	"net"
 	"strings"
@@ -102,15 +101,9 @@ func TestLostAnswerIsRecoveredByResending(t *testing.T) {
 	f := conformance.NewFixture(t)
 	release := make(chan struct{})
 	var runs atomic.Int32
-	f.Notion.Set(providers.MemoryTool{Definition: conformance.SearchDef("notion.search"), Handler: func(ctx context.Context, _ providers.Call) (providers.Result, error) {
-		runs.Add(1)
-		select {
-		case <-release:
-			return providers.Result{Text: "the answer"}, nil
-		case <-ctx.Done():
-			return providers.Result{}, ctx.Err()
-		}
-	}})
+	f.Notion.Set(providers.MemoryTool{Definition: conformance.SearchDef("notion.search"), Handler: providers.HeldHandler(release, &runs, func(int32) providers.Result {
+		return providers.Result{Text: "the answer"}
+	})})
 	serve(t, nc, f.Options(), natsfront.Options{})
 
 	proxy := startCutProxy(t, strings.TrimPrefix(srv.ClientURL(), "nats://"))

@@ -147,6 +147,21 @@ func (m *Memory) Invoke(ctx context.Context, call Call) (Result, error) {
 	return h.handler(ctx, call)
 }
 
+// HeldHandler is a handler for tests of calls in flight: it counts its
+// runs in runs and answers result(run) (runs counted from 1) once release
+// is closed, or fails with the call context's error if that ends first.
+func HeldHandler(release <-chan struct{}, runs *atomic.Int32, result func(run int32) Result) Handler {
+	return func(ctx context.Context, _ Call) (Result, error) {
+		n := runs.Add(1)
+		select {
+		case <-release:
+			return result(n), nil
+		case <-ctx.Done():
+			return Result{}, ctx.Err()
+		}
+	}
+}
+
 // EchoHandler returns the arguments as the structured result.
 func EchoHandler(_ context.Context, call Call) (Result, error) {
 	return Result{Text: string(call.Arguments), Structured: json.RawMessage(call.Arguments)}, nil
