@@ -88,7 +88,7 @@ func run(args []string) int {
 		fmt.Fprintln(stdout, usage)
 		return 0
 	default:
-		err = usageError{fmt.Errorf("unknown command %q (serve, turn, audit, status, identities; node -h for usage)", args[0])}
+		err = usageError{fmt.Errorf("unknown command %q (serve, turn, mcp, audit, status, identities; node -h for usage)", args[0])}
 	}
 	switch {
 	case err == nil, errors.Is(err, errHelp):
