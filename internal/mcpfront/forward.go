@@ -253,7 +253,24 @@ func (f *Front) answerForwarded(m *nats.Msg) *bufferedWriter {
 // replyForwarded sends an answer back to the forwarding node; an answer
 // larger than the bus carries is replaced by a refusal saying so.
 func (f *Front) replyForwarded(m *nats.Msg, a *bufferedWriter) {
-	out := nats.NewMsg(m.Reply)
+	out := answerMsg(m.Reply, a)
+	err := m.RespondMsg(out)
+	if errors.Is(err, nats.ErrMaxPayload) {
+		size := len(out.Data) + headerBytes(out.Header)
+		a = errorAnswer(m.Data, m.Header.Get(hdrVersion), http.StatusBadGateway, nil, reason.ResultTooLarge,
+			fmt.Sprintf("node %s's answer (%d bytes with its headers) is larger than the bus carries (%d bytes): the request was served there, but its answer cannot be relayed; connect to %s",
+				f.k.Node(), size, f.opts.Bus.MaxPayload(), f.opts.URL))
+		err = m.RespondMsg(answerMsg(m.Reply, a))
+	}
+	if err != nil {
+		f.opts.Logger.Warn("mcpfront: answering a forwarded request", "from", m.Header.Get(hdrFrom), "err", err)
+	}
+}
+
+// answerMsg is the message carrying answer a to reply: its headers less
+// the connection's, and its status.
+func answerMsg(reply string, a *bufferedWriter) *nats.Msg {
+	out := nats.NewMsg(reply)
 	for k, vs := range a.header {
 		if !hopHeader(k) {
 			out.Header[k] = vs
@@ -261,23 +278,7 @@ func (f *Front) replyForwarded(m *nats.Msg, a *bufferedWriter) {
 	}
 	out.Header.Set(hdrStatus, strconv.Itoa(a.status))
 	out.Data = a.buf.Bytes()
-	err := m.RespondMsg(out)
-	if errors.Is(err, nats.ErrMaxPayload) {
-		size := len(out.Data) + headerBytes(out.Header)
-		a = errorAnswer(m.Data, m.Header.Get(hdrVersion), http.StatusBadGateway, nil, reason.ResultTooLarge,
-			fmt.Sprintf("node %s's answer (%d bytes with its headers) is larger than the bus carries (%d bytes): the request was served there, but its answer cannot be relayed; connect to %s",
-				f.k.Node(), size, f.opts.Bus.MaxPayload(), f.opts.URL))
-		out = nats.NewMsg(m.Reply)
-		for k, vs := range a.header {
-			out.Header[k] = vs
-		}
-		out.Header.Set(hdrStatus, strconv.Itoa(a.status))
-		out.Data = a.buf.Bytes()
-		err = m.RespondMsg(out)
-	}
-	if err != nil {
-		f.opts.Logger.Warn("mcpfront: answering a forwarded request", "from", m.Header.Get(hdrFrom), "err", err)
-	}
+	return out
 }
 
 // refuse answers r, whose body is body, with errorAnswer.
