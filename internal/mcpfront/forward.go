@@ -320,8 +320,8 @@ func errorAnswer(body []byte, version string, status int, dispatched *bool, code
 	}
 	isRequest := json.Unmarshal(body, &req) == nil && req.Method != "" && len(req.ID) > 0 &&
 		(req.ID[0] == '"' || req.ID[0] == '-' || req.ID[0] >= '0' && req.ID[0] <= '9') // a string or a number
-	if len(req.ID) == 0 || !isRequest {
-		req.ID = json.RawMessage("null")
+	if !isRequest {
+		req.ID = nil // answered with id null
 	}
 	a := &bufferedWriter{header: http.Header{}, status: status}
 	a.header.Set("Content-Type", "application/json")
@@ -345,11 +345,22 @@ func errorAnswer(body []byte, version string, status int, dispatched *bool, code
 		}
 	}
 	if out == nil {
-		out, _ = json.Marshal(map[string]any{"jsonrpc": "2.0", "id": req.ID, "error": map[string]any{
-			"code": CodeRefused, "message": msg, "data": map[string]string{"code": string(code), "message": msg}}})
+		out = rpcRefusal(req.ID, msg, code, msg)
 	}
 	a.buf.Write(out)
 	return a
+}
+
+// rpcRefusal is the front's own refusal as a JSON-RPC error answering id
+// (null when nil): code CodeRefused, message, and data {code, detail}, as
+// a refused listing carries (refusedError).
+func rpcRefusal(id json.RawMessage, message string, code reason.Code, detail string) []byte {
+	if len(id) == 0 {
+		id = json.RawMessage("null")
+	}
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "error": map[string]any{
+		"code": CodeRefused, "message": message, "data": map[string]string{"code": string(code), "message": detail}}})
+	return b
 }
 
 // headerBytes is about what h takes on the wire.

@@ -460,21 +460,15 @@ func (f *Front) admit(c *Claims) (*turnEntry, reason.Code, string) {
 // the reason in WWW-Authenticate and as a JSON-RPC error answering the
 // request (code CodeRefused, data {code, message}), which MCP clients
 // surface as the call's error.
-func (f *Front) forbid(w http.ResponseWriter, r *http.Request, code reason.Code, format string, args ...any) {
-	msg := fmt.Sprintf(format, args...)
+func (f *Front) forbid(w http.ResponseWriter, r *http.Request, code reason.Code, msg string) {
 	var req struct {
 		ID json.RawMessage `json:"id"`
 	}
 	_ = json.NewDecoder(io.LimitReader(r.Body, f.opts.MaxRequestBodyBytes)).Decode(&req)
-	if len(req.ID) == 0 {
-		req.ID = json.RawMessage("null")
-	}
-	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": req.ID, "error": map[string]any{
-		"code": CodeRefused, "message": "forbidden: " + msg, "data": map[string]string{"code": string(code), "message": msg}}})
 	w.Header().Set("WWW-Authenticate", fmt.Sprintf(`Bearer resource_metadata=%q, error="invalid_token", error_description=%q`, f.metaURL, msg))
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusForbidden)
-	_, _ = w.Write(body)
+	_, _ = w.Write(rpcRefusal(req.ID, "forbidden: "+msg, code, msg))
 }
 
 // bind admits a verified token only for the open turn it names, holding
@@ -493,7 +487,7 @@ func (f *Front) bind(next http.Handler) http.Handler {
 		}
 		e, code, msg := f.admit(c)
 		if e == nil {
-			f.forbid(w, r, code, "%s", msg)
+			f.forbid(w, r, code, msg)
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), entryKey{}, e)))
