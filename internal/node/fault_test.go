@@ -378,7 +378,7 @@ func faultNodeKilled(t *testing.T, killLeader bool) {
 		len(calls), ok, byCode, victimCalls, victimAfterKill, survivorFail)
 	t.Logf("FIGURES longest answer %v (deadline %v), calls answered past deadline+2s %d; longest refusal window (a caller's failed call to its next success) %v",
 		longestAnswer.Round(time.Millisecond), callTimeout, hung, window.Round(time.Millisecond))
-	t.Logf("FIGURES the killed node's callers: in flight at the kill, deadline_exceeded at their deadline; called after, refused in at most %v", promptRefusal.Round(time.Microsecond))
+	t.Logf("FIGURES the killed node's callers: refused (turn_not_found, node_unavailable or turn_closed) in at most %v — a call in flight at the kill too, once the client resends it (ResendAfter); without a resend it ends deadline_exceeded at its deadline", promptRefusal.Round(time.Microsecond))
 	t.Logf("FIGURES opens %v", opens)
 	t.Logf("FIGURES audit complete and readable through %s %v after the load ended (%d reads failed before)", pc.ids[survivors[0]], s.took.Round(time.Millisecond), s.readErrs)
 	t.Logf("FIGURES audit: %d records, acked-lost %d, duplicates %d, calls allowed but never answered (tool.invoked without tool.completed) %d, verify ok=%v (%d turns, %d closed, %d checkpoints)",
