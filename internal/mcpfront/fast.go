@@ -537,11 +537,7 @@ func (f *Front) answerFast(w http.ResponseWriter, r *http.Request, e *turnEntry,
 	if err == nil {
 		// jsonrpc.EncodeMessage's bytes for a result, without re-encoding
 		// it: the id as sent (echoableID), the result already compact.
-		data = make([]byte, 0, len(result)+len(req.rawID)+32)
-		data = append(data, `{"jsonrpc":"2.0","id":`...)
-		data = append(data, req.rawID...)
-		data = append(data, `,"result":`...)
-		data = append(append(data, result...), '}')
+		data = rpcResult(req.rawID, result)
 	} else {
 		data, err = jsonrpc.EncodeMessage(resp)
 	}
@@ -564,6 +560,16 @@ func (f *Front) answerFast(w http.ResponseWriter, r *http.Request, e *turnEntry,
 		w.WriteHeader(status)
 	}
 	_, _ = w.Write(data)
+}
+
+// rpcResult is the JSON-RPC response of id (as sent) with result
+// (compact JSON): jsonrpc.EncodeMessage's bytes, without re-encoding.
+func rpcResult(id, result []byte) []byte {
+	out := make([]byte, 0, len(result)+len(id)+32)
+	out = append(out, `{"jsonrpc":"2.0","id":`...)
+	out = append(out, id...)
+	out = append(out, `,"result":`...)
+	return append(append(out, result...), '}')
 }
 
 // The values of the headers every fast answer carries, as Header.Set

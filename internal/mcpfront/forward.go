@@ -340,7 +340,7 @@ func errorAnswer(body []byte, version string, status int, dispatched *bool, code
 			}
 			result, err := sdkMarshal(res)
 			if err == nil {
-				out = append(append(append(append([]byte(`{"jsonrpc":"2.0","id":`), req.ID...), `,"result":`...), result...), '}')
+				out = rpcResult(req.ID, result)
 			}
 		}
 	}
