@@ -137,8 +137,9 @@ func (n StreamNeeds) Problems(cfg jetstream.StreamConfig) []StreamProblem {
 			Fix:  "set audit.stream to the stream the node writes (the node creates it when missing)",
 		})
 	}
+	needed, live := StreamSubjects(n.Prefix), liveSubjects(n.Prefix)
 	var missing []string
-	for _, need := range StreamSubjects(n.Prefix) {
+	for _, need := range needed {
 		if !slices.ContainsFunc(cfg.Subjects, func(s string) bool { return subjectCovers(s, need) }) {
 			missing = append(missing, need)
 		}
@@ -146,7 +147,7 @@ func (n StreamNeeds) Problems(cfg jetstream.StreamConfig) []StreamProblem {
 	var capturing []string
 	if n.Live {
 		for _, s := range cfg.Subjects {
-			if subjectsCollide(s, liveSubjects(n.Prefix)) {
+			if subjectsCollide(s, live) {
 				capturing = append(capturing, s)
 			}
 		}
@@ -156,11 +157,11 @@ func (n StreamNeeds) Problems(cfg jetstream.StreamConfig) []StreamProblem {
 		var want []string
 		for _, s := range cfg.Subjects {
 			if !slices.Contains(capturing, s) &&
-				!slices.ContainsFunc(StreamSubjects(n.Prefix), func(need string) bool { return subjectCovers(need, s) }) {
+				!slices.ContainsFunc(needed, func(need string) bool { return subjectCovers(need, s) }) {
 				want = append(want, s)
 			}
 		}
-		for _, s := range StreamSubjects(n.Prefix) {
+		for _, s := range needed {
 			if !slices.ContainsFunc(want, func(w string) bool { return subjectCovers(w, s) }) {
 				want = append(want, s)
 			}
@@ -174,7 +175,7 @@ func (n StreamNeeds) Problems(cfg jetstream.StreamConfig) []StreamProblem {
 		}
 		if len(capturing) > 0 {
 			ps = append(ps, StreamProblem{
-				What: fmt.Sprintf("subjects %s capture the live copies %s, so every record would be stored twice", quoteList(capturing), liveSubjects(n.Prefix)),
+				What: fmt.Sprintf("subjects %s capture the live copies %s, so every record would be stored twice", quoteList(capturing), live),
 				Fix:  fix,
 			})
 		}
