@@ -550,7 +550,7 @@ func (f *Front) answerFast(w http.ResponseWriter, r *http.Request, e *turnEntry,
 	// What rewrite does to the SDK's answers: only a listing can carry
 	// what it adjusts (a call's result has neither capabilities nor ttlMs
 	// at its top level, so rewrite leaves it as it is).
-	if req.method == "tools/list" && status == http.StatusOK && (bytes.Contains(data, []byte(`"capabilities"`)) || bytes.Contains(data, []byte(`"ttlMs"`))) {
+	if req.method == "tools/list" && status == http.StatusOK {
 		if out, ok := adjust(data, r.Header.Get("MCP-Protocol-Version")); ok {
 			data = out
 			h.Set("Content-Length", strconv.Itoa(len(data)))

@@ -27,7 +27,7 @@ func rewrite(next http.Handler) http.Handler {
 		if bw.status == 0 {
 			bw.status = http.StatusOK
 		}
-		if bw.status == http.StatusOK && (bytes.Contains(body, []byte(`"capabilities"`)) || bytes.Contains(body, []byte(`"ttlMs"`))) {
+		if bw.status == http.StatusOK {
 			if out, ok := adjust(body, r.Header.Get("MCP-Protocol-Version")); ok {
 				body = out
 				w.Header().Set("Content-Length", strconv.Itoa(len(body)))
@@ -38,7 +38,12 @@ func rewrite(next http.Handler) http.Handler {
 	})
 }
 
+// adjust is body as rewrite answers it, and true, when it changed it.
+// Only a body that can carry what it adjusts is decoded.
 func adjust(body []byte, version string) ([]byte, bool) {
+	if !bytes.Contains(body, []byte(`"capabilities"`)) && !bytes.Contains(body, []byte(`"ttlMs"`)) {
+		return nil, false
+	}
 	var msg map[string]json.RawMessage
 	if json.Unmarshal(body, &msg) != nil || msg["result"] == nil {
 		return nil, false
