@@ -286,9 +286,7 @@ func faultNodeKilled(t *testing.T, killLeader bool) {
 	byCode := map[reason.Code]int{}
 	var longestAnswer, promptRefusal time.Duration
 	for _, c := range calls {
-		if c.took > longestAnswer {
-			longestAnswer = c.took
-		}
+		longestAnswer = max(longestAnswer, c.took)
 		if c.took > callTimeout+2*time.Second {
 			hung++
 		}
@@ -302,6 +300,15 @@ func faultNodeKilled(t *testing.T, killLeader bool) {
 			if c.afterKill || c.start.Add(c.took).After(kat) {
 				victimAfterKill++
 			}
+			// Every answer is a result or a refusal the client can act
+			// on, within the caller's deadline.
+			switch c.code {
+			case "", "tool_error", reason.DeadlineExceeded:
+			case reason.TurnNotFound, reason.NodeUnavailable, reason.TurnClosed:
+				promptRefusal = max(promptRefusal, c.took)
+			default:
+				t.Errorf("a call on the killed node's turn %s: %v, want turn_not_found, node_unavailable, turn_closed or deadline_exceeded", c.turn, c.err)
+			}
 			continue
 		}
 		if c.code != "" {
@@ -309,20 +316,6 @@ func faultNodeKilled(t *testing.T, killLeader bool) {
 			if !killLeader || (c.code != reason.AuditUnavailable && c.code != reason.DeadlineExceeded) {
 				t.Errorf("a call on %s's turn %s failed at +%v after the kill: %v", c.node, c.turn, c.start.Sub(kat).Round(time.Millisecond), c.err)
 			}
-		}
-	}
-	// The victim's callers: every answer after the kill is a refusal the
-	// client can act on, within the caller's deadline.
-	for _, c := range calls {
-		if !c.onVictimTurn || c.code == "" || c.code == "tool_error" {
-			continue
-		}
-		switch c.code {
-		case reason.TurnNotFound, reason.NodeUnavailable, reason.TurnClosed:
-			promptRefusal = max(promptRefusal, c.took)
-		case reason.DeadlineExceeded:
-		default:
-			t.Errorf("a call on the killed node's turn %s: %v, want turn_not_found, node_unavailable or deadline_exceeded", c.turn, c.err)
 		}
 	}
 	if hung > 0 {
