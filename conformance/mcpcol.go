@@ -158,26 +158,22 @@ func (d *MCPDriver) session(ctx context.Context, a authority.AccessContext) (*mc
 	return cs, nil
 }
 
-// mcpError maps what an MCP client sees to the reason the kernel gave.
+// mcpError maps what an MCP client sees to the reason the kernel gave:
+// the front answers every refusal, a 403 included, with a JSON-RPC error
+// carrying the reason code (CodeRefused), or -32602 for an unknown tool.
 func mcpError(err error) error {
 	var je *jsonrpc.Error
-	if errors.As(err, &je) {
-		switch je.Code {
-		case jsonrpc.CodeInvalidParams:
-			return reason.New(reason.UnknownTool, "%s", je.Message)
-		case mcpfront.CodeRefused:
-			var r struct{ Code, Message string }
-			if json.Unmarshal(je.Data, &r) == nil && r.Code != "" {
-				return &reason.Error{Code: reason.Code(r.Code), Message: r.Message}
-			}
-		}
+	if !errors.As(err, &je) {
 		return err
 	}
-	switch msg := err.Error(); {
-	case strings.Contains(msg, "is closed"):
-		return reason.New(reason.TurnClosed, "refused by the MCP front: %s", msg)
-	case strings.Contains(msg, "Forbidden"), strings.Contains(msg, "Unauthorized"):
-		return reason.New(reason.TurnNotFound, "refused by the MCP front: %s", msg)
+	switch je.Code {
+	case jsonrpc.CodeInvalidParams:
+		return reason.New(reason.UnknownTool, "%s", je.Message)
+	case mcpfront.CodeRefused:
+		var r struct{ Code, Message string }
+		if json.Unmarshal(je.Data, &r) == nil && r.Code != "" {
+			return &reason.Error{Code: reason.Code(r.Code), Message: r.Message}
+		}
 	}
 	return err
 }
