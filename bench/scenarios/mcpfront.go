@@ -137,21 +137,18 @@ func (e *Env) MCPFrontScenario(name, floor string) harness.Scenario {
 				}
 			}()
 			_, key, _ := ed25519.GenerateKey(rand.Reader)
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			// The front needs its URL, so the mux is served first and the
+			// front mounted on it before any turn is opened.
+			mux := http.NewServeMux()
+			url, err := listenHTTP(mux, &n.closer)
 			if err != nil {
 				return nil, err
 			}
-			url := "http://" + ln.Addr().String() + mcpfront.Path
 			front, err := mcpfront.New(mcpfront.Options{Kernel: n.kernel, Key: key, URL: url, Logger: e.opts.Logger})
 			if err != nil {
-				_ = ln.Close()
 				return nil, err
 			}
-			mux := http.NewServeMux()
 			front.Mount(mux)
-			srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-			go func() { _ = srv.Serve(ln) }()
-			n.closer.add(func(ctx context.Context) error { return srv.Shutdown(ctx) })
 			hc := newHTTPClient()
 			n.closer.add(func(context.Context) error { hc.CloseIdleConnections(); return nil })
 			return &mcpFrontTarget{n: n, front: front, url: url, hc: hc, args: payload(p.PayloadBytes)}, nil
