@@ -302,3 +302,23 @@ func TestMintForgetsTurnsWhoseTokensExpired(t *testing.T) {
 		t.Fatalf("the front holds %d turns, want 2", n)
 	}
 }
+
+// One turn holds at most MaxTokensPerTurn unexpired tokens; once they
+// expire, minting goes on.
+func TestMintBoundsATurnsTokens(t *testing.T) {
+	e := newEnv(t, nil, nil)
+	who, _ := e.open(t, conformance.Ada)
+	ctx := testCtx(t)
+	for range mcpfront.MaxTokensPerTurn - 1 {
+		if _, err := e.front.Mint(ctx, who, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := e.front.Mint(ctx, who, 0); !errors.Is(err, &reason.Error{Code: reason.Overloaded}) {
+		t.Fatalf("token %d of one turn: %v, want overloaded", mcpfront.MaxTokensPerTurn+1, err)
+	}
+	e.f.Clock.Advance(mcpfront.DefaultTokenLifetime)
+	if _, err := e.front.Mint(ctx, who, 0); err != nil {
+		t.Fatalf("a token once the others expired: %v", err)
+	}
+}
