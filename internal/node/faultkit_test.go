@@ -485,10 +485,11 @@ func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
 // (cleanups run last-first), that stops the nodes still running: first
 // those given, one by one, then the others at once, with SIGTERM repeated
 // until each exits (the second ends its drain), and logs how long that
-// took. procCluster's cleanup stops them one by one, each with one SIGTERM:
-// a node holding turns nobody will close (a paused node's stale opens)
-// drains for node.drain_timeout (20s) first. Such a node is best stopped
-// first, while the audit stream has its quorum for its last records.
+// took. procCluster's cleanup, run after, stops them one by one (a second
+// SIGTERM 100ms after the first), sends no SIGCONT, and logs nothing. A
+// node holding turns nobody will close (a paused node's stale opens) is
+// best stopped first, while the audit stream has its quorum for the
+// records of those turns' closing.
 func (pc *procCluster) stopAtCleanup(t *testing.T, first ...int) {
 	t.Cleanup(func() {
 		start := time.Now()
