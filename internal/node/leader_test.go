@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -115,7 +116,9 @@ func TestAuditLeaderLossUnderLoad(t *testing.T) {
 		}
 		return ""
 	}
-	stepDown := func() {
+	// stepDown asks the stream's leader to step down (to the server
+	// preferred, when not "") and waits for another to lead.
+	stepDown := func(preferred string) {
 		t.Helper()
 		// Generous bounds: CI runs other packages' clusters beside this one.
 		before := ""
@@ -127,8 +130,16 @@ func TestAuditLeaderLossUnderLoad(t *testing.T) {
 				time.Sleep(100 * time.Millisecond)
 			}
 		}
-		if _, err := admin.Request("$JS.API.STREAM.LEADER.STEPDOWN."+cfg.Audit.Stream, nil, 30*time.Second); err != nil {
+		var body []byte
+		if preferred != "" {
+			body = fmt.Appendf(nil, `{"placement":{"preferred":%q}}`, preferred)
+		}
+		rep, err := admin.Request("$JS.API.STREAM.LEADER.STEPDOWN."+cfg.Audit.Stream, body, 30*time.Second)
+		if err != nil {
 			t.Fatal(err)
+		}
+		if strings.Contains(string(rep.Data), `"error"`) {
+			t.Fatalf("step-down: %s", rep.Data)
 		}
 		for deadline := time.Now().Add(60 * time.Second); ; {
 			if l := leaderOf(); l != "" && l != before {
@@ -157,14 +168,20 @@ func TestAuditLeaderLossUnderLoad(t *testing.T) {
 		}
 	}
 	time.Sleep(time.Second)
-	stepDown()
+	stepDown("")
 	time.Sleep(time.Second)
-	stepDown()
+	stepDown("")
 	time.Sleep(time.Second)
-	for try := 0; leaderOf() != victimServer && try < 6; try++ {
-		stepDown()
+	// The victim leads when it stops: a step-down that prefers it. (Up to
+	// six plain step-downs could leave another leading — (2/3)^6, about
+	// one run in eleven if elections are even — and a follower stopped.)
+	if leaderOf() != victimServer {
+		stepDown(victimServer)
 	}
-	t.Logf("stopping %s (stream leader %s)", nodes[victim].Kernel().Node(), leaderOf())
+	if l := leaderOf(); l != victimServer {
+		t.Fatalf("stream leader %s after a step-down to %s", l, victimServer)
+	}
+	t.Logf("stopping %s (stream leader %s)", nodes[victim].Kernel().Node(), victimServer)
 	if err := nodes[victim].Shutdown(ctx(t)); err != nil {
 		t.Fatal(err)
 	}
