@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -28,6 +29,7 @@ func (r *recordingInvoker) InvokeUserMessage(msg any) {
 		r.last.Store(c)
 	}
 	r.n.Add(1)
+	runtime.Gosched() // a run that overlapped this one would be inside by now
 	r.running.Add(-1)
 }
 
@@ -56,8 +58,10 @@ func TestTurnMailboxRunsACompletionOnItsPoster(t *testing.T) {
 	}
 }
 
-// Completions and other messages posted at once from many goroutines are
-// each processed exactly once, and the mailbox never runs twice at once.
+// Completions and other messages posted at once from many goroutines —
+// the mailbox going idle now and then, so that a completion runs it on its
+// poster while others post — are each processed exactly once, and the
+// mailbox never runs twice at once.
 func TestTurnMailboxUnderConcurrentPosts(t *testing.T) {
 	pool := workpool.New(4)
 	defer pool.Close()
@@ -65,14 +69,21 @@ func TestTurnMailboxUnderConcurrentPosts(t *testing.T) {
 	mb := newTurnMailbox(pool, 3)()
 	mb.RegisterHandlers(inv, nil)
 	const posters, each = 8, 2000
+	var posted atomic.Int64
 	var wg sync.WaitGroup
-	for p := range posters {
+	for range posters {
 		wg.Go(func() {
 			for i := range each {
-				if (p+i)%2 == 0 {
+				posted.Add(1)
+				if i%2 == 0 {
 					mb.PostUserMessage(&completed{})
 				} else {
 					mb.PostUserMessage(i)
+				}
+				if i%4 == 1 { // let the mailbox go idle: the completion posted next runs it
+					for inv.n.Load() < posted.Load() {
+						runtime.Gosched()
+					}
 				}
 			}
 		})
