@@ -21,3 +21,10 @@ func HoldForwardSlots(f *Front) (release func()) {
 		}
 	}
 }
+
+// VerifiedTokens is how many tokens f remembers as verified.
+func VerifiedTokens(f *Front) int {
+	f.vmu.RLock()
+	defer f.vmu.RUnlock()
+	return len(f.verified)
+}

@@ -67,9 +67,10 @@ type Options struct {
 	ListTTL time.Duration
 	// RequestTimeout bounds one request's work. Default 2m.
 	RequestTimeout time.Duration
-	// MaxTurns bounds the turns the front holds tokens for; mints beyond
-	// it are refused overloaded. Default 65536.
-	MaxTurns int
+	// Bounds bound the turns the front holds tokens for and their tokens,
+	// in all, per tenant and per principal; mints beyond them are refused
+	// overloaded. Zero fields: DefaultBounds.
+	Bounds Bounds
 	// DisableFastPath sends every request through the SDK's stateless
 	// handler, tools/call and tools/list included (fast.go): for
 	// comparing the two, and a way back should the fast path misbehave.
@@ -112,9 +113,10 @@ func (o *Options) defaults() error {
 	if o.RequestTimeout == 0 {
 		o.RequestTimeout = 2 * time.Minute
 	}
-	if o.MaxTurns == 0 {
-		o.MaxTurns = 1 << 16
+	if err := o.Bounds.Validate(); err != nil {
+		return err
 	}
+	o.Bounds = o.Bounds.WithDefaults()
 	if o.Clock == nil {
 		o.Clock = time.Now
 	}
@@ -149,11 +151,11 @@ type Front struct {
 	fwdSlots   chan struct{}
 	sub        *nats.Subscription
 
-	mu    sync.RWMutex
-	turns map[string]*turnEntry
-	// nextSweep is a time before which no turn's tokens all expire:
-	// Mint walks the turns only once it has passed.
-	nextSweep time.Time
+	// mu guards tab: the turns of this node the front has minted tokens
+	// for, each there from its first token until it closes or its last
+	// token expires.
+	mu  sync.RWMutex
+	tab *table
 
 	// verified remembers tokens whose signature verified, and those this
 	// front minted (claims are immutable; expiry and audience are still
@@ -185,6 +187,13 @@ func (f *Front) remember(tok string, v *verifiedToken) {
 	f.vmu.Unlock()
 }
 
+// forget takes a token out of the memory (its turn's entry let it go).
+func (f *Front) forget(tok string) {
+	f.vmu.Lock()
+	delete(f.verified, tok)
+	f.vmu.Unlock()
+}
+
 // maxVerified bounds the verified-token memory.
 const maxVerified = 1 << 14
 
@@ -193,22 +202,20 @@ const maxVerified = 1 << 14
 // access it operates the turn with (its minter's lease, never shown to
 // anyone: a token works while the lease it was minted under is held).
 type turnEntry struct {
-	auth    authority.AccessContext
-	hash    string
-	server  *mcp.Server
-	tokens  map[string]minted // by token id
-	expires time.Time         // the latest expiry of its tokens
-	closed  bool
+	id   string // the turn's
+	auth authority.AccessContext
+	hash string
+	// tenantKey and principalKey are the scopes the table counts it in.
+	tenantKey, principalKey string
+	server                  *mcp.Server
+	tokens                  map[string]minted // by token id; guarded by Front.mu
 }
 
 type minted struct {
+	tok     string // the token itself (the verified memory's key)
 	access  authority.AccessContext
 	expires time.Time
 }
-
-// MaxTokensPerTurn bounds the unexpired tokens of one turn; mints beyond
-// it are refused overloaded.
-const MaxTokensPerTurn = 1024
 
 // New returns a front; serve its Handler at Path (and MetadataPath).
 func New(opts Options) (*Front, error) {
@@ -217,13 +224,14 @@ func New(opts Options) (*Front, error) {
 	}
 	u, _ := url.Parse(opts.URL)
 	f := &Front{
-		opts: opts, k: opts.Kernel, turns: map[string]*turnEntry{}, verified: map[string]*verifiedToken{},
+		opts: opts, k: opts.Kernel, verified: map[string]*verifiedToken{},
 		keys:     append([]ed25519.PublicKey{opts.Key.Public().(ed25519.PublicKey)}, opts.TrustedKeys...),
 		origin:   u.Scheme + "://" + u.Host,
 		loopback: isLoopbackHost(u.Hostname()),
 		host:     u.Hostname(),
 		metaURL:  u.Scheme + "://" + u.Host + MetadataPath(u.Path),
 	}
+	f.tab = newTable(opts.Bounds, f.forget)
 	// The SDK's DNS-rebinding check is made by checkOrigin instead (the
 	// same rule, and the endpoint's own public name admitted).
 	sdk := mcp.NewStreamableHTTPHandler(f.getServer, &mcp.StreamableHTTPOptions{
@@ -303,80 +311,65 @@ func (f *Front) Mint(ctx context.Context, access authority.AccessContext, ttl ti
 	if err != nil {
 		return Token{}, reason.New(reason.Internal, "signing token: %v", err)
 	}
-	// Signed here: its first request need not verify the signature.
-	vc := c
-	f.remember(tok, newVerified(&vc))
 	op := access
 	op.Transport, op.Now, op.EnabledNamespaces = Transport, time.Time{}, nil
 	op.Attributes = info.Attributes
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	e := f.turns[info.TurnID]
-	if e == nil {
-		if !now.Before(f.nextSweep) {
-			f.sweepLocked(now)
-		}
-		if len(f.turns) >= f.opts.MaxTurns {
-			return Token{}, reason.New(reason.Overloaded, "the MCP front of node %s serves %d turns", f.k.Node(), len(f.turns))
-		}
+	e := f.tab.turns[info.TurnID]
+	fresh := e == nil
+	if fresh {
 		auth := op
 		auth.LeaseID, auth.Caller, auth.Transport = "", "", ""
-		e = &turnEntry{auth: auth, hash: info.CatalogHash, tokens: map[string]minted{}}
-		e.server = f.newServer(e)
-		f.turns[info.TurnID] = e
-	}
-	// An expired token is refused by its claims (verify), so the turn's
-	// tokens are walked only when they reach the bound.
-	if len(e.tokens) >= MaxTokensPerTurn {
-		for id, m := range e.tokens {
-			if !now.Before(m.expires) {
-				delete(e.tokens, id)
-			}
+		e = &turnEntry{id: info.TurnID, auth: auth, hash: info.CatalogHash, tokens: map[string]minted{}}
+		e.tenantKey, e.principalKey = scopeKeys(info.Tenant, info.Principal)
+		if err := f.tab.add(e, f.k.Node(), now); err != nil {
+			f.mu.Unlock()
+			return Token{}, err
 		}
+		e.server = f.newServer(e)
 	}
-	if len(e.tokens) >= MaxTokensPerTurn {
-		return Token{}, reason.New(reason.Overloaded, "turn %s has %d unexpired tokens", info.TurnID, len(e.tokens))
+	if err := f.tab.addToken(e, c.ID, minted{tok: tok, access: op, expires: c.ExpiresAt()}, f.k.Node(), now); err != nil {
+		if len(e.tokens) == 0 {
+			f.tab.drop(e)
+		}
+		f.mu.Unlock()
+		return Token{}, err
 	}
-	e.tokens[c.ID] = minted{access: op, expires: c.ExpiresAt()}
-	e.closed = false
-	exp := c.ExpiresAt()
-	if exp.After(e.expires) {
-		e.expires = exp
-	}
-	if f.nextSweep.IsZero() || exp.Before(f.nextSweep) {
-		f.nextSweep = exp
+	// Signed here: its first request need not verify the signature.
+	vc := c
+	f.remember(tok, newVerified(&vc))
+	f.mu.Unlock()
+	if fresh {
+		// The turn may have closed after Describe and before its entry
+		// was in the table, unseen by TurnClosed: asked again now, the
+		// turn either answers open (its close, if any, comes after the
+		// entry and takes it out) or the entry goes.
+		if _, err := f.k.Describe(ctx, access); err != nil {
+			f.dropEntry(e)
+			return Token{}, err
+		}
 	}
 	return Token{Token: tok, Claims: c}, nil
 }
 
-// sweepLocked forgets turns none of whose tokens can still be admitted
-// and sets nextSweep to the earliest expiry of those left.
-func (f *Front) sweepLocked(now time.Time) {
-	f.nextSweep = time.Time{}
-	for id, e := range f.turns {
-		switch {
-		case !now.Before(e.expires):
-			delete(f.turns, id)
-		case f.nextSweep.IsZero() || e.expires.Before(f.nextSweep):
-			f.nextSweep = e.expires
-		}
-	}
-}
-
-// TurnClosed tells the front a turn closed: its tokens are refused from
-// now on (the node calls it on turn.closed).
-func (f *Front) TurnClosed(turnID string) {
-	f.mu.RLock()
-	e := f.turns[turnID]
-	f.mu.RUnlock()
-	if e != nil {
-		f.markClosed(e)
-	}
-}
-
-func (f *Front) markClosed(e *turnEntry) {
+// dropEntry takes e out of the table with its tokens and its server: its
+// turn closed. Tokens naming the turn are refused from then on (admit
+// finds no entry), and a turn id is never reused (the kernel mints a new
+// turn's id at random and refuses one a caller names), so no later turn
+// admits them.
+func (f *Front) dropEntry(e *turnEntry) {
 	f.mu.Lock()
-	e.closed = true
+	f.tab.drop(e)
+	f.mu.Unlock()
+}
+
+// TurnClosed tells the front a turn closed: its entry goes and its tokens
+// are refused from now on (the node calls it on turn.closed).
+func (f *Front) TurnClosed(turnID string) {
+	f.mu.Lock()
+	if e := f.tab.turns[turnID]; e != nil {
+		f.tab.drop(e)
+	}
 	f.mu.Unlock()
 }
 
@@ -384,7 +377,15 @@ func (f *Front) markClosed(e *turnEntry) {
 func (f *Front) Turns() int {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	return len(f.turns)
+	return len(f.tab.turns)
+}
+
+// Held is what the front holds: turns, tokens, and the tenants and
+// principals it counts them for.
+func (f *Front) Held() (turns, tokens, tenants, principals int) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return len(f.tab.turns), f.tab.total.tokens, len(f.tab.tenants), len(f.tab.principals)
 }
 
 type claimsKey struct{}
@@ -431,10 +432,9 @@ func (f *Front) admit(c *Claims) (*turnEntry, reason.Code, string) {
 		return nil, reason.TurnNotFound, fmt.Sprintf("turn %s is served by node %s, not %s", c.Turn, c.Node, f.k.Node())
 	}
 	f.mu.RLock()
-	e := f.turns[c.Turn]
-	var closed, issued bool
+	e := f.tab.turns[c.Turn]
+	var issued bool
 	if e != nil {
-		closed = e.closed
 		_, issued = e.tokens[c.ID]
 	}
 	f.mu.RUnlock()
@@ -442,8 +442,6 @@ func (f *Front) admit(c *Claims) (*turnEntry, reason.Code, string) {
 	switch {
 	case e == nil:
 		return nil, reason.TurnNotFound, fmt.Sprintf("no open turn %s on node %s (closed, or its tokens expired)", c.Turn, c.Node)
-	case closed:
-		return nil, reason.TurnClosed, fmt.Sprintf("turn %s is closed", c.Turn)
 	case c.Tenant != e.auth.Tenant:
 		return nil, reason.TenantForbidden, fmt.Sprintf("the token is for tenant %q; turn %s is not", c.Tenant, c.Turn)
 	case !c.sameAuthority(e.auth.Tenant, e.auth.Principal, e.auth.CredentialProfile, e.auth.Attributes):
@@ -487,11 +485,28 @@ func (f *Front) bind(next http.Handler) http.Handler {
 		}
 		e, code, msg := f.admit(c)
 		if e == nil {
+			if code == reason.TurnNotFound && f.closed(r.Context(), c) {
+				code, msg = reason.TurnClosed, fmt.Sprintf("turn %s is closed", c.Turn)
+			}
 			f.forbid(w, r, code, msg)
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), entryKey{}, e)))
 	})
+}
+
+// closed reports whether the kernel knows c's turn as closed (it keeps
+// the ids of recently closed turns): what a token of a turn the front
+// holds no entry for is told. The turn is asked without a lease, so it
+// admits nothing; only the reason is read.
+func (f *Front) closed(ctx context.Context, c *Claims) bool {
+	ctx, cancel := context.WithTimeout(ctx, f.opts.RequestTimeout)
+	defer cancel()
+	_, err := f.k.Describe(ctx, authority.AccessContext{
+		Tenant: c.Tenant, Principal: c.Principal, CredentialProfile: c.Credential, Attributes: c.Attributes,
+		TurnID: c.Turn, Transport: Transport,
+	})
+	return reason.Of(err) == reason.TurnClosed
 }
 
 func short(h string) string {

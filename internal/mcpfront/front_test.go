@@ -275,11 +275,11 @@ func TestListingIsPagedDeterministically(t *testing.T) {
 	}
 }
 
-// The front holds at most MaxTurns turns: a mint for one more is refused
-// overloaded until the tokens of a turn it holds have all expired, and
-// then that turn is forgotten.
+// The front holds at most Bounds.TurnsPerTenant turns of one tenant: a
+// mint for one more is refused overloaded until the tokens of a turn it
+// holds have all expired, and then that turn is forgotten.
 func TestMintForgetsTurnsWhoseTokensExpired(t *testing.T) {
-	e := newEnv(t, nil, func(o *mcpfront.Options) { o.MaxTurns = 2 })
+	e := newEnv(t, nil, func(o *mcpfront.Options) { o.Bounds = mcpfront.Bounds{Turns: 3, TurnsPerTenant: 2} })
 	e.open(t, conformance.Ada)
 	e.f.Clock.Advance(time.Minute)
 	e.open(t, conformance.Bob)
@@ -303,19 +303,19 @@ func TestMintForgetsTurnsWhoseTokensExpired(t *testing.T) {
 	}
 }
 
-// One turn holds at most MaxTokensPerTurn unexpired tokens; once they
-// expire, minting goes on.
+// One turn holds at most Bounds.TokensPerTurn unexpired tokens (1024 by
+// default); once they expire, minting goes on.
 func TestMintBoundsATurnsTokens(t *testing.T) {
 	e := newEnv(t, nil, nil)
 	who, _ := e.open(t, conformance.Ada)
 	ctx := testCtx(t)
-	for range mcpfront.MaxTokensPerTurn - 1 {
+	for range mcpfront.DefaultBounds().TokensPerTurn - 1 {
 		if _, err := e.front.Mint(ctx, who, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if _, err := e.front.Mint(ctx, who, 0); !errors.Is(err, &reason.Error{Code: reason.Overloaded}) {
-		t.Fatalf("token %d of one turn: %v, want overloaded", mcpfront.MaxTokensPerTurn+1, err)
+		t.Fatalf("token %d of one turn: %v, want overloaded", mcpfront.DefaultBounds().TokensPerTurn+1, err)
 	}
 	e.f.Clock.Advance(mcpfront.DefaultTokenLifetime)
 	if _, err := e.front.Mint(ctx, who, 0); err != nil {

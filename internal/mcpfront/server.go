@@ -182,11 +182,11 @@ func mustJSON(v any) json.RawMessage {
 	return b
 }
 
-// noteRefusal marks the turn closed when the kernel says so: its tokens
-// are refused 403 from the next request on.
+// noteRefusal takes the turn's entry out when the kernel says the turn
+// closed: its tokens are refused 403 from the next request on.
 func (f *Front) noteRefusal(e *turnEntry, err error) {
 	if reason.Of(err) == reason.TurnClosed {
-		f.markClosed(e)
+		f.dropEntry(e)
 	}
 }
 
