@@ -45,7 +45,7 @@ func (n *Node) serveMCP(mux *http.ServeMux, addr net.Addr) error {
 	}
 	f, err := mcpfront.New(mcpfront.Options{
 		Kernel: n.kernel, Key: n.key, URL: endpoint, Logger: n.log,
-		Bus: n.nc, BusPrefix: n.cfg.NATS.Prefix,
+		Bus: n.nc, BusPrefix: n.cfg.NATS.Prefix, Bounds: n.cfg.MCP.Bounds(),
 	})
 	if err != nil {
 		return fmt.Errorf("node: mcp front: %w", err)
