@@ -627,25 +627,27 @@ func (c *Checkpointer) ownCheckpoint(data []byte) (*ParsedCheckpoint, error) {
 // PublicKey is the key checkpoints are verified with.
 func (c *Checkpointer) PublicKey() ed25519.PublicKey { return c.key.Public().(ed25519.PublicKey) }
 
-// Emit hands rec to the next sink, then records it as its turn's head.
+// Emit records rec as its turn's head, then hands it to the next sink.
+// In that order, a record is in a snapshot of the heads taken after the
+// stream stored it: every event stored before a checkpoint is attested by
+// that checkpoint's snapshot or the next one (what the verifier holds a
+// node to).
 func (c *Checkpointer) Emit(rec *Record) Receipt {
-	r := c.next.Emit(rec)
-	if rec == nil || rec.Event == nil {
-		return r
+	if rec != nil && rec.Event != nil {
+		ev := rec.Event
+		c.mu.Lock()
+		h := c.heads[ev.TurnID]
+		if h == nil {
+			h = &TurnHead{TurnID: ev.TurnID, Tenant: ev.Tenant, Seq: ev.Seq}
+			c.heads[ev.TurnID] = h
+		}
+		if ev.Seq >= h.Seq {
+			h.Seq, h.Hash, h.Closed = ev.Seq, rec.Hash, ev.Type == TurnClosed
+		}
+		c.events++
+		c.mu.Unlock()
 	}
-	ev := rec.Event
-	c.mu.Lock()
-	h := c.heads[ev.TurnID]
-	if h == nil {
-		h = &TurnHead{TurnID: ev.TurnID, Tenant: ev.Tenant, Seq: ev.Seq}
-		c.heads[ev.TurnID] = h
-	}
-	if ev.Seq >= h.Seq {
-		h.Seq, h.Hash, h.Closed = ev.Seq, rec.Hash, ev.Type == TurnClosed
-	}
-	c.events++
-	c.mu.Unlock()
-	return r
+	return c.next.Emit(rec)
 }
 
 // Last returns the last checkpoint record the stream acknowledged (or the

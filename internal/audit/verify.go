@@ -48,9 +48,26 @@ const (
 	// the checkpoints carry, each node held to the first key it used. This
 	// proves the checkpoints consistent with each other, not who made them.
 	TrustEmbedded = "embedded"
-	// TrustKeys: checkpoints had to be signed by a trusted key.
+	// TrustKeys: checkpoints had to be signed by a trusted key, and
+	// every event is attested by one.
 	TrustKeys = "trusted"
+	// TrustUnattested: checkpoints had to be signed by a trusted key, but
+	// some events are attested by none yet (Report.Unattested): they may
+	// be genuine events no checkpoint could attest yet, or insertions.
+	TrustUnattested = "unattested"
 )
+
+// NodeUnattested counts the events of one node that no verified
+// checkpoint attests at the end of the trail.
+type NodeUnattested struct {
+	Node string `json:"node"`
+	// Events is the number of those events, in Turns turns.
+	Events uint64 `json:"events"`
+	Turns  int    `json:"turns"`
+	// Checkpoints is false when the trail holds no verified checkpoint of
+	// the node at all.
+	Checkpoints bool `json:"checkpoints"`
+}
 
 // NodeHead is the last verified checkpoint of one node.
 type NodeHead struct {
@@ -75,7 +92,12 @@ type Report struct {
 	// (events up to each turn's last attested head): deleting any of them
 	// would have been detected even without turn.closed.
 	Covered uint64
-	// Trust is TrustEmbedded or TrustKeys.
+	// Unattested is the number of events no verified checkpoint attests
+	// (counted in Events, not in Covered, and in no violated turn), and
+	// UnattestedNodes says whose they are, by node.
+	Unattested      uint64
+	UnattestedNodes []NodeUnattested
+	// Trust is TrustEmbedded, TrustKeys or TrustUnattested.
 	Trust string
 	// Heads are the nodes' last verified checkpoints, by node.
 	Heads      []NodeHead
@@ -101,6 +123,12 @@ type VerifyOptions struct {
 	// turn heads are checked like any checkpoint's: a trail whose tail was
 	// cut after the anchor was taken is detected.
 	Anchors [][]byte
+	// AllAttested requires every event to be attested by a verified
+	// checkpoint at the end of the trail: an unattested event is a
+	// violation instead of being counted in Report.Unattested. It suits
+	// the trail of stopped nodes, each of which publishes a checkpoint
+	// after its last event.
+	AllAttested bool
 }
 
 // turnKey identifies a chain: turn ids are unique per node.
@@ -132,11 +160,13 @@ type turnState struct {
 	broken    bool    // a violation was reported; later records are not judged
 	lastTime  timeKey // time of the event at next-1
 
-	// Checkpoint claims: hist holds the hashes of seqs base..next-1 that
-	// no claim has covered yet; pending holds claims about seqs not seen
-	// yet, in increasing order.
+	// Checkpoint claims: hist holds the seqs base..next-1 that no claim
+	// has covered yet; pending holds claims about seqs not seen yet, in
+	// increasing order. queued says the turn is on its node's unattested
+	// list.
 	base     uint64
-	hist     [][32]byte
+	hist     []histEntry
+	queued   bool
 	claimed  bool
 	claimSeq uint64
 	pending  []claim
@@ -144,6 +174,13 @@ type turnState struct {
 	// before it or the event itself was altered; the next event (or a
 	// checkpoint) tells which.
 	suspect *suspectLink
+}
+
+// histEntry is an event no checkpoint has attested yet: its hash, and the
+// number of its node's checkpoint groups that had begun when it was read.
+type histEntry struct {
+	hash  [32]byte
+	group uint32
 }
 
 // heldCatalog is a resolved catalogue, shared by the turns that hold the
@@ -164,6 +201,17 @@ type nodeState struct {
 	events   uint64 // events of this node in the trail
 	attested uint64 // the last checkpoint's Events
 	anchors  map[uint64]string
+
+	// A checkpoint group is the run of consecutive checkpoints made from
+	// one snapshot of the node's turn heads: they carry the same Events,
+	// which grows from one snapshot to the next. groups counts the groups
+	// begun; groupSeq[g-1] is the seq of group g's first checkpoint.
+	groups   uint32
+	groupSeq []uint64
+	// unattested lists the turns that had an unattested event when they
+	// were queued, in that order (a turn whose events were attested since
+	// is dropped when the list is next walked).
+	unattested []*turnState
 }
 
 // Verifier checks a trail record by record, in stream order; turns and
@@ -184,7 +232,12 @@ type nodeState struct {
 //   - checkpoints: canonical, signed (by a trusted key, or consistently by
 //     the key they embed), each node's chain continuous from seq 0; every
 //     turn head a checkpoint attests is in the trail with that hash; a
-//     node's trail holds at least the events its last checkpoint counts.
+//     node's trail holds at least the events its last checkpoint counts;
+//   - attestation: an event stored before a node's checkpoint group (the
+//     checkpoints of one snapshot) is attested by that group or the next
+//     one (see overdue); events not attested at the end of the trail are
+//     counted in Report.Unattested (a violation with AllAttested), and the
+//     trust is then TrustUnattested, never TrustKeys.
 //
 // The first violation per turn is reported, at the first sequence number
 // that cannot be trusted; later records of a broken turn are not judged
@@ -372,7 +425,11 @@ func (v *Verifier) addEvent(data []byte, ev *leanEvent) {
 	ts.next++
 	ts.prevHash = hash
 	ts.lastIndex = v.index
-	ts.hist = append(ts.hist, hash)
+	if len(ts.hist) == 0 && !ts.queued {
+		ts.queued = true
+		ns.unattested = append(ns.unattested, ts)
+	}
+	ts.hist = append(ts.hist, histEntry{hash: hash, group: ns.groups})
 	v.check(ts, ev)
 	for !ts.broken && len(ts.pending) > 0 && ts.pending[0].seq == seq {
 		// Take the claim off first: a claim that fails breaks the turn,
@@ -592,11 +649,58 @@ func (v *Verifier) addCheckpoint(data []byte) {
 	if len(v.opts.Trusted) == 0 && ns.key == nil {
 		ns.key = pub
 	}
+	if ns.head == nil || p.Events != ns.attested {
+		ns.groups++
+		ns.groupSeq = append(ns.groupSeq, p.Seq)
+		v.overdue(ns, p.Node, index)
+	}
 	ns.next, ns.prevHash = p.Seq+1, p.Hash
 	ns.attested = p.Events
 	ns.head = &NodeHead{Node: p.Node, Seq: p.Seq, Hash: p.Hash, KeyID: p.KeyID, Time: p.Time.Format("2006-01-02T15:04:05.999999999Z07:00"), Events: p.Events}
 	v.report.Checkpoints++
 	v.applyClaims(p, index)
+}
+
+// overdue reports the events of node ns that should have been attested
+// once its group ns.groups has begun. A node snapshots its turn heads,
+// waits until the stream stored the events they name, then publishes the
+// snapshot's checkpoints; a record is handed to the stream only after its
+// head was noted. So an event stored before group g's first checkpoint was
+// noted before that checkpoint was stored, hence before snapshot g+1 was
+// taken: group g or g+1 attests it. Once group g+2 begins, group g+1 is
+// complete, and an event read before group g began (its histEntry.group
+// is g-1) that no checkpoint attests was not written by the node as it
+// stands: it was inserted, or it belongs to a node that stopped before
+// checkpointing it. The walk also drops the turns attested meanwhile, so
+// the list holds only turns with events of the last two groups.
+func (v *Verifier) overdue(ns *nodeState, node string, index int) {
+	g := ns.groups
+	if g < 3 {
+		return
+	}
+	kept := ns.unattested[:0]
+	for _, ts := range ns.unattested {
+		if ts.broken || len(ts.hist) == 0 {
+			ts.queued = false
+			continue
+		}
+		if len(ts.pending) > 0 {
+			// A claim about a later seq covers every event held: whether
+			// it holds is settled when that seq arrives, or at the end.
+			kept = append(kept, ts)
+			continue
+		}
+		if s := ts.hist[0].group; s+3 <= g {
+			last := ts.base + uint64(len(ts.hist)) - 1
+			v.turnFail(ts, ts.base, index, "no checkpoint attests seq %d..%d: stored before checkpoint %d of node %s, they are in none of its checkpoints up to %d: inserted (or written by a node that stopped before checkpointing them)",
+				ts.base, last, ns.groupSeq[s], node, ns.groupSeq[g-1]-1)
+			ts.queued = false
+			continue
+		}
+		kept = append(kept, ts)
+	}
+	clear(ns.unattested[len(kept):])
+	ns.unattested = kept
 }
 
 // applyClaims checks a verified checkpoint's turn heads against the trail.
@@ -644,9 +748,9 @@ func (v *Verifier) applyClaims(p *ParsedCheckpoint, index int) {
 // settle checks a claim about a seq the trail has shown (base <= seq < next).
 func (v *Verifier) settle(ts *turnState, c claim, index int) {
 	i := c.seq - ts.base
-	if ts.hist[i] != c.hash {
+	if ts.hist[i].hash != c.hash {
 		v.turnFail(ts, c.seq, index, "%s attests seq %d with hash %s; the trail's seq %d hashes to %s: it was modified or replaced (or the chain rewritten up to it)",
-			c.from, c.seq, short(hex.EncodeToString(c.hash[:])), c.seq, short(hex.EncodeToString(ts.hist[i][:])))
+			c.from, c.seq, short(hex.EncodeToString(c.hash[:])), c.seq, short(hex.EncodeToString(ts.hist[i].hash[:])))
 		return
 	}
 	if c.closed != (ts.closed && c.seq == ts.next-1) {
@@ -727,6 +831,27 @@ func (v *Verifier) finish(openOK bool) {
 		if !ts.closed && !ts.broken && !openOK && ts.next > 0 {
 			v.turnFail(ts, ts.next, -1, "trail ends before turn.closed: the tail is missing or the turn is still open")
 		}
+		if n := uint64(len(ts.hist)); n > 0 && !ts.broken {
+			ns := v.nodes[ts.key.node]
+			if v.opts.AllAttested {
+				where := "the trail holds no checkpoint of node " + ts.key.node
+				if ns.head != nil {
+					where = fmt.Sprintf("the trail's last checkpoint of node %s is %d", ts.key.node, ns.head.Seq)
+				}
+				v.turnFail(ts, ts.base, -1, "no checkpoint attests seq %d..%d (%s): inserted, or not checkpointed yet (the node still runs, or stopped before checkpointing them)", ts.base, ts.base+n-1, where)
+				continue
+			}
+			r.Unattested += n
+			if k := len(r.UnattestedNodes); k == 0 || r.UnattestedNodes[k-1].Node != ts.key.node {
+				r.UnattestedNodes = append(r.UnattestedNodes, NodeUnattested{Node: ts.key.node, Checkpoints: ns.head != nil})
+			}
+			u := &r.UnattestedNodes[len(r.UnattestedNodes)-1]
+			u.Events += n
+			u.Turns++
+		}
+	}
+	if r.Trust == TrustKeys && r.Unattested > 0 {
+		r.Trust = TrustUnattested
 	}
 
 	ids := make([]string, 0, len(v.nodes))

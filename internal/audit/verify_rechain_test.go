@@ -526,12 +526,17 @@ func TestReportFigures(t *testing.T) {
 	trail = append(trail, cdata[:3]...)
 	for _, opts := range []VerifyOptions{{}, {Trusted: []ed25519.PublicKey{pub}}} {
 		rep := rcVerify(t, trail, opts, true)
+		// node-2 has no checkpoint: its three events are unattested, so
+		// trusted keys do not make the trail trusted.
 		wantTrust := TrustEmbedded
 		if len(opts.Trusted) > 0 {
-			wantTrust = TrustKeys
+			wantTrust = TrustUnattested
 		}
 		if !rep.OK() || rep.Events != 15 || rep.Turns != 3 || rep.Closed != 1 || rep.Checkpoints != 2 || rep.Covered != 7+5 || rep.Trust != wantTrust {
 			t.Fatalf("report %+v", rep)
+		}
+		if want := []NodeUnattested{{Node: "node-2", Events: 3, Turns: 1}}; rep.Unattested != 3 || !slices.Equal(rep.UnattestedNodes, want) {
+			t.Fatalf("unattested %d %+v, want 3 %+v", rep.Unattested, rep.UnattestedNodes, want)
 		}
 		p, _ := ParseCheckpoint(cp1)
 		want := []NodeHead{{Node: "node-1", Seq: 1, Hash: HashData(cp1), KeyID: KeyID(pub), Time: "2026-05-06T07:08:09Z", Events: 12}}
