@@ -41,7 +41,7 @@ func benchKernel(b *testing.B, sink audit.Sink, counted *providers.Memory) *acto
 		ps = append(ps, counted)
 	}
 	k, err := actors.New(actors.Options{
-		Node: "bench", Providers: ps, Authority: src, Sink: sink,
+		Node: "bench", Providers: ps, Authority: src, Credentials: authority.AnyCredential{}, Sink: sink,
 		StepCeiling: 1 << 30, Logger: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {

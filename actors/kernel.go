@@ -42,6 +42,19 @@ type Options struct {
 	Required []string
 	// Authority resolves a principal's grants, once per turn. Required.
 	Authority authority.Source
+	// Credentials says which credential profiles each principal may act
+	// with; an open (or a turn of one operation) naming any other is
+	// refused credential_forbidden and recorded in the tenant's trail.
+	// Nil permits no profile but the empty one: set
+	// authority.AnyCredential{} only where the embedder is itself the
+	// authority over every context it builds.
+	Credentials authority.CredentialPolicy
+	// SharesTurns reports whether bus identity caller may attach to a turn
+	// that bus identity opener opened. A turn's id appears in every audit
+	// event, so by default only the opener attaches (nil: caller ==
+	// opener); anyone else is answered turn_not_found, as for a turn that
+	// does not exist.
+	SharesTurns func(opener, caller string) bool
 	// Sink receives audit records. Default: audit.Discard.
 	Sink audit.Sink
 	// Clock stamps every operation's instant. Default time.Now.
@@ -131,6 +144,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
+	}
+	if o.Credentials == nil {
+		o.Credentials = (*authority.StaticCredentials)(nil)
+	}
+	if o.SharesTurns == nil {
+		o.SharesTurns = func(opener, caller string) bool { return opener == caller }
 	}
 	return o
 }
@@ -342,11 +361,14 @@ func (k *Kernel) Open(ctx context.Context, access authority.AccessContext) (Open
 	} else if !idPattern.MatchString(access.TurnID) {
 		return Opened{}, reason.New(reason.InvalidRequest, "turn id %q must match %s", access.TurnID, idPattern)
 	}
-	if err := checkAccess(access); err != nil {
+	if err := CheckAccess(access); err != nil {
 		return Opened{}, err
 	}
 	access.Now = k.sh.opts.Clock()
 	if err := k.rateLimit(k.sh.opens, access, "opens"); err != nil {
+		return Opened{}, err
+	}
+	if err := k.checkCredential(ctx, access); err != nil {
 		return Opened{}, err
 	}
 	res, err := k.request(ctx, k.dir, &openTurn{access: access, attach: attach})
@@ -364,9 +386,42 @@ func (k *Kernel) Open(ctx context.Context, access authority.AccessContext) (Open
 // the refusal's code as its reason. It returns once turn.closed is
 // stored; the turn counts against the node's and the principal's turn
 // bounds like any other.
+//
+// What is recorded is bounded whatever the request claimed: the access's
+// identity fields (each at most MaxIdentityBytes, checked first) and the
+// caller; the claimed namespaces and attributes are left out, so a refused
+// request costs the named tenant's trail one small turn.
 func (k *Kernel) RecordRefusal(ctx context.Context, access authority.AccessContext, code reason.Code) error {
-	access.TurnID, access.LeaseID = "", ""
-	_, err := k.turnOp(ctx, access, func(authority.AccessContext, time.Time) any { return &closeTurn{why: string(code)} })
+	if err := k.begin(); err != nil {
+		return err
+	}
+	defer k.ops.leave()
+	if err := CheckAccess(access); err != nil {
+		return err
+	}
+	return k.recordRefusal(ctx, access, code)
+}
+
+// recordRefusal records the refused access as a turn of one operation
+// closed with code (RecordRefusal), without judging it again.
+func (k *Kernel) recordRefusal(ctx context.Context, access authority.AccessContext, code reason.Code) error {
+	access = authority.AccessContext{Tenant: access.Tenant, Principal: access.Principal,
+		CredentialProfile: access.CredentialProfile, Caller: access.Caller, Transport: access.Transport,
+		Now: k.sh.opts.Clock(), TurnID: k.sh.opts.Node + ".op." + mintID()}
+	_, err := k.request(ctx, k.dir, &oneOperation{access: access, op: &closeTurn{why: string(code)}})
+	return err
+}
+
+// checkCredential refuses, and records in the tenant's trail, an access
+// whose credential profile the policy does not permit for its principal.
+func (k *Kernel) checkCredential(ctx context.Context, access authority.AccessContext) error {
+	if k.sh.opts.Credentials.PermitsCredential(access.Tenant, access.Principal, access.CredentialProfile) {
+		return nil
+	}
+	err := reason.New(reason.CredentialForbidden, "credential profile %q is not bound to %s/%s", access.CredentialProfile, access.Tenant, access.Principal)
+	if rerr := k.recordRefusal(ctx, access, reason.CredentialForbidden); rerr != nil {
+		k.sh.log.Warn("actors: refused credential_forbidden; recording the refusal failed", "tenant", access.Tenant, "principal", access.Principal, "err", rerr)
+	}
 	return err
 }
 
@@ -473,17 +528,44 @@ func (k *Kernel) rateLimit(l *ratelimit.Limiter, a authority.AccessContext, what
 	return nil
 }
 
-func checkAccess(a authority.AccessContext) error {
+// The bounds CheckAccess holds every access to.
+const (
+	// MaxIdentityBytes bounds the tenant, principal and credential profile.
+	MaxIdentityBytes = 256
+	// MaxNamespaces and MaxNamespaceBytes bound the enabled namespaces.
+	MaxNamespaces     = 1024
+	MaxNamespaceBytes = 128
+	// MaxAttributes and MaxAttributeBytes bound the attributes (each key
+	// and each value).
+	MaxAttributes     = 64
+	MaxAttributeBytes = 256
+)
+
+// CheckAccess refuses, invalid_request, an access whose fields are
+// missing or out of bounds. Every front checks it before anything else
+// is judged (a malformed tenant is malformed, not forbidden), and the
+// kernel again on every operation.
+func CheckAccess(a authority.AccessContext) error {
 	if a.Tenant == "" || a.Principal == "" {
 		return reason.New(reason.InvalidRequest, "tenant and principal are required")
 	}
 	for _, s := range []string{a.Tenant, a.Principal, a.CredentialProfile} {
-		if len(s) > 256 {
-			return reason.New(reason.InvalidRequest, "identity fields are limited to 256 bytes")
+		if len(s) > MaxIdentityBytes {
+			return reason.New(reason.InvalidRequest, "tenant, principal and credential profile are limited to %d bytes", MaxIdentityBytes)
 		}
 	}
-	if len(a.Attributes) > 64 || len(a.EnabledNamespaces) > 1024 {
-		return reason.New(reason.InvalidRequest, "too many attributes or namespaces")
+	if len(a.Attributes) > MaxAttributes || len(a.EnabledNamespaces) > MaxNamespaces {
+		return reason.New(reason.InvalidRequest, "at most %d attributes and %d namespaces", MaxAttributes, MaxNamespaces)
+	}
+	for _, ns := range a.EnabledNamespaces {
+		if len(ns) > MaxNamespaceBytes {
+			return reason.New(reason.InvalidRequest, "a namespace name is limited to %d bytes", MaxNamespaceBytes)
+		}
+	}
+	for k, v := range a.Attributes {
+		if len(k) > MaxAttributeBytes || len(v) > MaxAttributeBytes {
+			return reason.New(reason.InvalidRequest, "an attribute's key and value are limited to %d bytes each", MaxAttributeBytes)
+		}
 	}
 	return nil
 }
@@ -496,13 +578,16 @@ func (k *Kernel) turnOp(ctx context.Context, access authority.AccessContext, msg
 	}
 	defer k.ops.leave()
 	deadline, _ := ctx.Deadline()
-	if err := checkAccess(access); err != nil {
+	if err := CheckAccess(access); err != nil {
 		return nil, err
 	}
 	access.Now = k.sh.opts.Clock()
 	if access.TurnID == "" {
 		if k.sh.opts.Switches.NoOneOperationTurns {
 			return nil, reason.New(reason.TurnNotFound, "operation names no turn")
+		}
+		if err := k.checkCredential(ctx, access); err != nil {
+			return nil, err
 		}
 		access.TurnID = k.sh.opts.Node + ".op." + mintID()
 		return k.request(ctx, k.dir, &oneOperation{access: access, op: msg(access, deadline)})

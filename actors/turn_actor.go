@@ -55,6 +55,9 @@ type turnActor struct {
 	// A slice, not a map: a turn holds one or a few (at most
 	// MaxLeasesPerTurn), and a one-entry map costs an idle turn ~300 B.
 	leases []heldLease
+	// opener is the bus identity that opened the turn: attaching is
+	// for it (and the identities Options.SharesTurns names) alone.
+	opener string
 	// closedReceipt is turn.closed's receipt, once recorded: a close that
 	// reaches a finished turn is answered when that record is stored.
 	closedReceipt audit.Receipt
@@ -116,7 +119,7 @@ func newTurnProps(sh *shared) *actor.Props {
 func (a *turnActor) starting(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *startTurn:
-		a.turnID, a.oneOp, a.activity = msg.access.TurnID, msg.oneOp, msg.activity
+		a.turnID, a.oneOp, a.activity, a.opener = msg.access.TurnID, msg.oneOp, msg.activity, msg.access.Caller
 		if msg.lease != "" {
 			a.leases = []heldLease{{id: msg.lease, caller: msg.access.Caller}}
 		}
@@ -272,6 +275,12 @@ func (a *turnActor) dispatch(ctx actor.Context, env envelope) {
 func (a *turnActor) attach(ctx actor.Context, sender *actor.PID, msg *attachLease) {
 	if err := a.m.CheckAccess(msg.access); err != nil {
 		ctx.Send(sender, err)
+		return
+	}
+	if !a.sh.opts.SharesTurns(a.opener, msg.access.Caller) {
+		// Another identity of the tenant knows the id (it is in every
+		// audit event) but not the turn: answered as if there were none.
+		ctx.Send(sender, reason.New(reason.TurnNotFound, "no open turn %s for this caller", a.turnID))
 		return
 	}
 	if len(a.leases) >= a.sh.opts.MaxLeasesPerTurn {

@@ -20,6 +20,12 @@ import (
 const (
 	AcmeRuntime   = "acme-rt"
 	GlobexRuntime = "globex-rt"
+	// AcmePeer is a second runtime of acme; the turns of AcmeRuntime are
+	// not shared with it.
+	AcmePeer = "acme-rt2"
+	// AdaRuntime is a runtime of acme narrowed to ada and to her
+	// acme-notion-work credential profile.
+	AdaRuntime = "acme-ada-rt"
 )
 
 // Bus is an embedded nats-server configured with SharedOS's identities,
@@ -46,11 +52,27 @@ func StartBus(t testing.TB, providerIDs ...string) *Bus {
 // (WaitForResponder).
 func StartBusCluster(t testing.TB, n int, providerIDs ...string) *Bus {
 	t.Helper()
+	return startBus(t, n, nil, providerIDs)
+}
+
+// StartBusWith is StartBus with identities of the caller's beside the
+// default ones (a runtime that shares its turns, say).
+func StartBusWith(t testing.TB, extra []identity.Identity, providerIDs ...string) *Bus {
+	t.Helper()
+	return startBus(t, 1, extra, providerIDs)
+}
+
+func startBus(t testing.TB, n int, extra []identity.Identity, providerIDs []string) *Bus {
+	t.Helper()
 	ids := []identity.Identity{
 		{Name: "node", Role: identity.Node},
 		{Name: AcmeRuntime, Role: identity.Runtime, Tenants: []string{"acme"}},
 		{Name: GlobexRuntime, Role: identity.Runtime, Tenants: []string{"globex"}},
+		{Name: AcmePeer, Role: identity.Runtime, Tenants: []string{"acme"}},
+		{Name: AdaRuntime, Role: identity.Runtime, Tenants: []string{"acme"}, Principals: []string{"acme/ada"},
+			Credentials: []string{"acme/" + Ada.CredentialProfile}},
 	}
+	ids = append(ids, extra...)
 	for _, p := range providerIDs {
 		ids = append(ids, identity.Identity{Name: "provider-" + p, Role: identity.Provider, Provider: p})
 	}

@@ -104,6 +104,9 @@ type Fixture struct {
 	Notion *providers.Memory
 	Notes  *providers.Memory
 	Auth   authority.Source
+	// Credentials binds acme-notion-work to ada, acme-notion-bob to bob
+	// and SharedProfile to every principal of acme.
+	Credentials authority.CredentialPolicy
 }
 
 // Principals.
@@ -111,6 +114,10 @@ var (
 	Ada = authority.AccessContext{Tenant: "acme", Principal: "ada", CredentialProfile: "acme-notion-work", EnabledNamespaces: []string{"notion", "notes"}}
 	Bob = authority.AccessContext{Tenant: "acme", Principal: "bob", CredentialProfile: "acme-notion-bob", EnabledNamespaces: []string{"notion", "notes"}}
 )
+
+// SharedProfile is a credential profile of acme that every principal of
+// acme may act with.
+const SharedProfile = "acme-shared"
 
 // SearchDef is notion/search with the given capability.
 func SearchDef(capability string) catalog.Definition {
@@ -163,12 +170,21 @@ func NewFixture(t testing.TB) *Fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
+	creds, err := authority.NewStaticCredentials([]authority.CredentialBinding{
+		{Tenant: "acme", Profile: Ada.CredentialProfile, Principals: []string{"ada"}},
+		{Tenant: "acme", Profile: Bob.CredentialProfile, Principals: []string{"bob"}},
+		{Tenant: "acme", Profile: SharedProfile},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	return &Fixture{
-		Clock:  &Clock{now: T0},
-		Sink:   audit.NewMemory(),
-		Notion: providers.NewMemory("notion", providers.MemoryTool{Definition: SearchDef("notion.search"), Handler: searchHandler}),
-		Notes:  providers.NewMemory("notes", providers.MemoryTool{Definition: putDef(), Handler: providers.EchoHandler}),
-		Auth:   src,
+		Credentials: creds,
+		Clock:       &Clock{now: T0},
+		Sink:        audit.NewMemory(),
+		Notion:      providers.NewMemory("notion", providers.MemoryTool{Definition: SearchDef("notion.search"), Handler: searchHandler}),
+		Notes:       providers.NewMemory("notes", providers.MemoryTool{Definition: putDef(), Handler: providers.EchoHandler}),
+		Auth:        src,
 	}
 }
 
@@ -178,6 +194,7 @@ func (f *Fixture) Options() actors.Options {
 		Node:        "n1",
 		Providers:   []providers.ContextToolProvider{f.Notion, f.Notes},
 		Authority:   f.Auth,
+		Credentials: f.Credentials,
 		Sink:        f.Sink,
 		Clock:       f.Clock.Now,
 		StepCeiling: 64,

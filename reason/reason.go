@@ -72,6 +72,11 @@ const (
 	// TenantForbidden: the caller's bus identity is not bound to the
 	// tenant (or principal) the request acts for (docs/security.md).
 	TenantForbidden Code = "tenant_forbidden"
+	// CredentialForbidden: the credential profile the request names is
+	// not bound to its tenant and principal in the node's policy, or the
+	// caller's bus identity is narrowed to other profiles
+	// (docs/security.md).
+	CredentialForbidden Code = "credential_forbidden"
 	// Internal: a SharedOS fault, not the caller's: a bug or an
 	// infrastructure failure.
 	Internal Code = "internal"
@@ -84,7 +89,7 @@ func Codes() []Code {
 		NoMatchingGrant, StepCeilingExceeded, TurnClosed, TurnNotFound,
 		ProviderUnavailable, ProviderTimeout, ProviderError, CapabilityChanged,
 		Overloaded, InvalidRequest, NodeUnavailable, AuditUnavailable,
-		DeadlineExceeded, ResultTooLarge, RateLimited, TenantForbidden, Internal,
+		DeadlineExceeded, ResultTooLarge, RateLimited, TenantForbidden, CredentialForbidden, Internal,
 	}
 }
 
@@ -161,5 +166,6 @@ var (
 	ErrResultTooLarge      = &Error{Code: ResultTooLarge}
 	ErrRateLimited         = &Error{Code: RateLimited}
 	ErrTenantForbidden     = &Error{Code: TenantForbidden}
+	ErrCredentialForbidden = &Error{Code: CredentialForbidden}
 	ErrInternal            = &Error{Code: Internal}
 )

@@ -20,6 +20,7 @@ func TestErrorsIsMatchesByCode(t *testing.T) {
 		reason.NodeUnavailable: reason.ErrNodeUnavailable, reason.AuditUnavailable: reason.ErrAuditUnavailable,
 		reason.DeadlineExceeded: reason.ErrDeadlineExceeded, reason.ResultTooLarge: reason.ErrResultTooLarge,
 		reason.RateLimited: reason.ErrRateLimited, reason.TenantForbidden: reason.ErrTenantForbidden,
+		reason.CredentialForbidden: reason.ErrCredentialForbidden,
 		reason.Internal: reason.ErrInternal,
 	}
 	if len(sentinels) != len(reason.Codes()) {

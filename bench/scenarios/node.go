@@ -95,6 +95,13 @@ func benchAuthority() (*authority.StaticSource, error) {
 	})
 }
 
+// benchCredentials binds the bench principal's credential profile.
+func benchCredentials() (*authority.StaticCredentials, error) {
+	return authority.NewStaticCredentials([]authority.CredentialBinding{
+		{Tenant: benchTenant, Profile: benchAccess.CredentialProfile, Principals: []string{benchPrincipal}},
+	})
+}
+
 // counting wraps a provider, counting its catalogue calls and the time
 // spent in them.
 type counting struct {
@@ -223,8 +230,12 @@ func (e *Env) startNode(ctx context.Context, cfg nodeConfig) (_ *node, err error
 	if err != nil {
 		return nil, err
 	}
+	creds, err := benchCredentials()
+	if err != nil {
+		return nil, err
+	}
 	n.kernel, err = actors.New(actors.Options{
-		Node: "bench", Providers: []providers.ContextToolProvider{n.counted}, Authority: auth, Sink: sink,
+		Node: "bench", Providers: []providers.ContextToolProvider{n.counted}, Authority: auth, Credentials: creds, Sink: sink,
 		StepCeiling: cfg.stepCeiling, MaxTurns: cfg.maxTurns, MaxTurnsPerPrincipal: cfg.maxTurns, IdleTimeout: cfg.idleTimeout, Logger: e.opts.Logger,
 	})
 	if err != nil {

@@ -131,7 +131,7 @@ type Call struct {
 
 // Close describes the end of a turn.
 type Close struct {
-	Reason string `json:"reason"` // "released", "idle", "closed", "shutdown", "one_operation", "audit_unavailable", "tenant_forbidden"
+	Reason string `json:"reason"` // "released", "idle", "closed", "shutdown", "one_operation", "audit_unavailable", "tenant_forbidden", "credential_forbidden"
 	Steps  int    `json:"steps"`
 	Events uint64 `json:"events"` // events in the chain, this one included
 }

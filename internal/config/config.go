@@ -42,6 +42,12 @@ type Config struct {
 	// identity "node" and one identity "provider-<id>" per nats provider
 	// are always added unless listed.
 	Identities []Identity `yaml:"identities"`
+	// CredentialProfiles bind each credential profile of a tenant to the
+	// principals that may act with it (docs/security.md). A turn naming a
+	// profile not bound to its principal is refused credential_forbidden;
+	// a provider credential is used only for the (tenant, profile) it is
+	// configured for.
+	CredentialProfiles []CredentialProfile `yaml:"credential_profiles"`
 	// Cluster describes several nodes in one file; each node is started
 	// with `node serve --node ID` (ForNode). Empty: a single node.
 	Cluster Cluster `yaml:"cluster"`
@@ -115,6 +121,21 @@ type Identity struct {
 	// a node, across all principals it acts for (beyond: rate_limited).
 	OpenRate Rate `yaml:"open_rate"`
 	CallRate Rate `yaml:"call_rate"`
+	// Credentials ("tenant/profile") narrow a runtime to these credential
+	// profiles; empty: any its principals are bound to.
+	Credentials []string `yaml:"credentials"`
+	// SharesTurnsWith names the runtime identities that may attach to the
+	// turns this runtime opens; empty: none but itself.
+	SharesTurnsWith []string `yaml:"shares_turns_with"`
+}
+
+// CredentialProfile binds a tenant's credential profile to principals.
+type CredentialProfile struct {
+	Tenant  string `yaml:"tenant"`
+	Profile string `yaml:"profile"`
+	// Principals may act with the profile; empty: every principal of the
+	// tenant.
+	Principals []string `yaml:"principals"`
 }
 
 // Node is this node's identity and local endpoints.
@@ -610,6 +631,28 @@ func (c *Config) Validate() error {
 			}
 		}
 	}
+	bound := map[[2]string]bool{}
+	for i, cp := range c.CredentialProfiles {
+		if cp.Tenant == "" || !authority.ProfilePattern.MatchString(cp.Profile) {
+			add("credential_profiles[%d]: a tenant and a profile matching %s are required", i, authority.ProfilePattern)
+		}
+		if bound[[2]string{cp.Tenant, cp.Profile}] {
+			add("credential_profiles[%d]: %s/%s listed twice", i, cp.Tenant, cp.Profile)
+		}
+		bound[[2]string{cp.Tenant, cp.Profile}] = true
+		for _, pr := range cp.Principals {
+			if !seen[[2]string{cp.Tenant, pr}] {
+				add("credential_profiles[%d] (%s/%s): principal %q is not among principals", i, cp.Tenant, cp.Profile, pr)
+			}
+		}
+	}
+	for i, id := range c.Identities {
+		for _, cr := range id.Credentials {
+			if t, pr, ok := strings.Cut(cr, "/"); ok && !bound[[2]string{t, pr}] {
+				add("identities[%d] (%s): credential %q is not among credential_profiles", i, id.Name, cr)
+			}
+		}
+	}
 	ids := map[string]bool{}
 	for i, p := range c.Providers {
 		if !idPattern.MatchString(p.ID) {
@@ -636,6 +679,12 @@ func (c *Config) Validate() error {
 				add("providers[%d] (%s): an mcp provider needs mcp: (transport, url or command, ...)", i, p.ID)
 			} else if err := p.MCP.Validate(p.ID); err != nil {
 				add("providers[%d] (%s): mcp: %v", i, p.ID, err)
+			} else {
+				for j, cr := range p.MCP.Credentials {
+					if !bound[[2]string{cr.Tenant, cr.Profile}] {
+						add("providers[%d] (%s): mcp: credentials[%d]: %s/%s is not among credential_profiles: no turn could use it", i, p.ID, j, cr.Tenant, cr.Profile)
+					}
+				}
 			}
 			if len(p.Tools) > 0 {
 				add("providers[%d] (%s): an mcp provider's tools come from its server, not the config", i, p.ID)
@@ -698,7 +747,8 @@ func (c *Config) EffectiveIdentities() []identity.Identity {
 	served := map[string]bool{}
 	names := map[string]bool{}
 	for _, id := range c.Identities {
-		out = append(out, identity.Identity{Name: id.Name, Role: identity.Role(id.Role), Tenants: id.Tenants, Principals: id.Principals, Provider: id.Provider})
+		out = append(out, identity.Identity{Name: id.Name, Role: identity.Role(id.Role), Tenants: id.Tenants, Principals: id.Principals, Provider: id.Provider,
+			Credentials: id.Credentials, SharesTurnsWith: id.SharesTurnsWith})
 		hasRole[identity.Role(id.Role)] = true
 		names[id.Name] = true
 		if id.Role == string(identity.Provider) {
@@ -829,6 +879,15 @@ func (a Audit) SyncInterval() (time.Duration, error) {
 		return 0, fmt.Errorf("audit.sync %q must be \"always\" or a positive duration", a.Sync)
 	}
 	return d, nil
+}
+
+// CredentialPolicy builds the credential-profile bindings.
+func (c *Config) CredentialPolicy() (*authority.StaticCredentials, error) {
+	bs := make([]authority.CredentialBinding, len(c.CredentialProfiles))
+	for i, cp := range c.CredentialProfiles {
+		bs[i] = authority.CredentialBinding{Tenant: cp.Tenant, Profile: cp.Profile, Principals: cp.Principals}
+	}
+	return authority.NewStaticCredentials(bs)
 }
 
 // AuthoritySource builds the static grant source.

@@ -10,6 +10,10 @@ import (
 
 func TestMCPProviders(t *testing.T) {
 	c, err := config.Parse([]byte(`
+principals:
+  - {tenant: acme, principal: ada}
+credential_profiles:
+  - {tenant: acme, profile: acme-github-work, principals: [ada]}
 providers:
   - id: scratchpad
     kind: mcp
@@ -21,7 +25,7 @@ providers:
       url: https://mcp.example.com/mcp
       headers: {X-Team: platform}
       credentials:
-        - {profile: acme-github-work, env: GITHUB_WORK_TOKEN}
+        - {tenant: acme, profile: acme-github-work, env: GITHUB_WORK_TOKEN}
       ttl: 2m
       limits: {max_tools: 500}
   - id: fs
@@ -40,7 +44,9 @@ providers:
 		{`{id: x, kind: mcp, mcp: {transport: ftp}}`, "transport"},
 		{`{id: x, kind: mcp, mcp: {transport: http, url: "https://u:p@h/mcp"}}`, "credentials"},
 		{`{id: x, kind: mcp, mcp: {transport: http, url: "https://h/mcp", headers: {Authorization: "Bearer s3cret"}}}`, "carries a credential"},
-		{`{id: x, kind: mcp, mcp: {transport: stdio, command: srv, credentials: [{profile: p, env: E}]}}`, "env_var"},
+		{`{id: x, kind: mcp, mcp: {transport: stdio, command: srv, credentials: [{tenant: t, profile: p, env: E}]}}`, "env_var"},
+		{`{id: x, kind: mcp, mcp: {transport: http, url: "https://h/mcp", credentials: [{profile: p, env: E}]}}`, "tenant is required"},
+		{`{id: x, kind: mcp, mcp: {transport: http, url: "https://h/mcp", credentials: [{tenant: t, profile: p, env: E}]}}`, "not among credential_profiles"},
 		{`{id: x, kind: static, mcp: {transport: memory, server: s}, tools: [{name: a}]}`, "only for mcp"},
 	} {
 		_, err := config.Parse([]byte("providers:\n  - " + bad.yaml + "\n"))

@@ -59,6 +59,15 @@ type Identity struct {
 	Principals []string
 	// Provider is a provider identity's provider id.
 	Provider string
+	// Credentials, if set, narrows a runtime to these credential profiles
+	// of its tenants, each "tenant/profile"; a request naming another is
+	// refused credential_forbidden even where the principal is bound to
+	// it. (Which principal may use which profile is policy: the kernel's
+	// authority.CredentialPolicy.)
+	Credentials []string
+	// SharesTurnsWith names the runtime identities that may attach to the
+	// turns this one opens; nobody else may, whatever they know of a turn.
+	SharesTurnsWith []string
 }
 
 // Errors.
@@ -100,6 +109,18 @@ func (id Identity) Validate() error {
 	}
 	if id.Role != Runtime && len(id.Principals) > 0 {
 		return fmt.Errorf("%w: %s: principals narrow only runtime identities", ErrInvalid, id.Name)
+	}
+	if id.Role != Runtime && (len(id.Credentials) > 0 || len(id.SharesTurnsWith) > 0) {
+		return fmt.Errorf("%w: %s: credentials and shares_turns_with are for runtime identities only", ErrInvalid, id.Name)
+	}
+	for _, c := range id.Credentials {
+		t, _, ok := splitPrincipal(c)
+		if !ok {
+			return fmt.Errorf("%w: %s: credential %q must be tenant/profile", ErrInvalid, id.Name, c)
+		}
+		if !id.tenant(t) {
+			return fmt.Errorf("%w: %s: credential %q is of a tenant the identity is not bound to", ErrInvalid, id.Name, c)
+		}
 	}
 	for _, p := range id.Principals {
 		t, _, ok := splitPrincipal(p)
@@ -149,6 +170,34 @@ func (id Identity) Permits(tenant, principal string) bool {
 	return false
 }
 
+// PermitsCredential reports whether id may name credential profile of
+// tenant: the empty profile always; a node any; a runtime those of
+// Credentials when it is narrowed, else any (the kernel's policy still
+// decides which principal may use which); nobody else any.
+func (id Identity) PermitsCredential(tenant, profile string) bool {
+	if profile == "" {
+		return true
+	}
+	switch id.Role {
+	case Node:
+		return true
+	case Runtime:
+		return len(id.Credentials) == 0 || slices.Contains(id.Credentials, tenant+"/"+profile)
+	}
+	return false
+}
+
+// SharesTurns reports whether caller may attach to a turn opener opened:
+// the opener itself, or a runtime the opener lists in SharesTurnsWith.
+// Unknown identities share nothing.
+func (s *Set) SharesTurns(opener, caller string) bool {
+	if opener == caller {
+		return true
+	}
+	id, ok := s.Lookup(opener)
+	return ok && slices.Contains(id.SharesTurnsWith, caller)
+}
+
 // Set is the identities of a node, looked up by name. Safe for concurrent
 // reads; never modified after NewSet.
 type Set struct {
@@ -170,6 +219,13 @@ func NewSet(ids []Identity) (*Set, error) {
 			errs = append(errs, fmt.Errorf("%w: %s listed twice", ErrInvalid, id.Name))
 		}
 		s.byName[id.Name] = id
+	}
+	for _, id := range s.list {
+		for _, other := range id.SharesTurnsWith {
+			if o, ok := s.byName[other]; !ok || o.Role != Runtime {
+				errs = append(errs, fmt.Errorf("%w: %s: shares_turns_with names %q, which is not a runtime identity", ErrInvalid, id.Name, other))
+			}
+		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err

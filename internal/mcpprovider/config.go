@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/goccy/go-yaml"
+
+	"github.com/sharedos/sharedos/authority"
 )
 
 // Config is one MCP server: how to reach it, with which credentials, how
@@ -37,11 +39,11 @@ type Config struct {
 	Dir     string            `yaml:"dir"`
 
 	// Credentials are the credential profiles this server may be used
-	// with. A turn's AccessContext.CredentialProfile picks one ("default"
-	// when the turn names none); a profile not listed gets no tools
-	// (auth_required) and never another profile's. With no credentials
-	// at all the server is anonymous and every profile shares one
-	// session and cache.
+	// with, each a tenant's own. A turn's (tenant, credential profile)
+	// picks one; a turn naming no profile, or one not listed for its
+	// tenant, gets no tools (auth_required) and never another profile's
+	// or another tenant's. With no credentials at all the server is
+	// anonymous and every turn shares one session and cache.
 	Credentials []Credential `yaml:"credentials"`
 
 	// TTL is how long a tools/list answer is fresh when the server does
@@ -75,7 +77,11 @@ type Config struct {
 // profile is opened; it is never logged, audited, cached on or sent to
 // another server.
 type Credential struct {
-	// Profile is the stable, non-secret id (AccessContext.CredentialProfile).
+	// Tenant and Profile are whose credential this is: the stable,
+	// non-secret (AccessContext.Tenant, AccessContext.CredentialProfile).
+	// The same profile name in two tenants is two credentials; a secret is
+	// never picked by the profile name alone.
+	Tenant  string `yaml:"tenant"`
 	Profile string `yaml:"profile"`
 	// File or Env names where the secret is: a file (trailing whitespace
 	// trimmed) or an environment variable of this process.
@@ -144,7 +150,7 @@ func (d *Duration) UnmarshalYAML(b []byte) error {
 // prefixes the model-facing aliases).
 var IDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
 
-var profilePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$`)
+var profilePattern = authority.ProfilePattern
 
 // Validate reports everything wrong with c for server id.
 func (c *Config) Validate(id string) error {
@@ -188,13 +194,16 @@ func (c *Config) Validate(id string) error {
 	}
 	seen := map[string]bool{}
 	for i, cr := range c.Credentials {
+		if cr.Tenant == "" {
+			add("credentials[%d] (%s): tenant is required: a credential is one tenant's", i, cr.Profile)
+		}
 		if !profilePattern.MatchString(cr.Profile) {
 			add("credentials[%d]: profile %q must match %s", i, cr.Profile, profilePattern)
 		}
-		if seen[cr.Profile] {
-			add("credentials[%d]: profile %q listed twice", i, cr.Profile)
+		if seen[cr.key()] {
+			add("credentials[%d]: %s listed twice", i, cr.key())
 		}
-		seen[cr.Profile] = true
+		seen[cr.key()] = true
 		if (cr.File == "") == (cr.Env == "") {
 			add("credentials[%d] (%s): exactly one of file and env", i, cr.Profile)
 		}
@@ -234,23 +243,29 @@ func (c Config) withDefaults(id string) Config {
 	return c
 }
 
-// profileFor picks the configured credential for a turn's profile name:
-// ("", nil, true) for an anonymous server (one shared profile), the
-// credential for a listed profile, and ok=false for a profile that is not
-// listed.
-func (c *Config) profileFor(name string) (key string, cred *Credential, ok bool) {
+// key is how a credential is told apart: "tenant/profile" (a profile
+// name has no "/", so the last one splits it).
+func (cr *Credential) key() string { return cr.Tenant + "/" + cr.Profile }
+
+// profileFor picks the configured credential for a turn's tenant and
+// profile: ("", nil, true) for an anonymous server (one shared profile),
+// the credential configured for exactly that tenant and profile, and
+// ok=false for anything else — no profile named, or one not configured
+// for the tenant (whatever other tenants have of that name).
+func (c *Config) profileFor(tenant, name string) (key string, cred *Credential, ok bool) {
 	if len(c.Credentials) == 0 {
 		return "", nil, true
 	}
+	key = tenant + "/" + name
 	if name == "" {
-		name = "default"
+		return key, nil, false
 	}
 	for i := range c.Credentials {
-		if c.Credentials[i].Profile == name {
-			return name, &c.Credentials[i], true
+		if cr := &c.Credentials[i]; cr.Tenant == tenant && cr.Profile == name {
+			return key, cr, true
 		}
 	}
-	return name, nil, false
+	return key, nil, false
 }
 
 // secret reads the credential's secret. Its errors never contain it.

@@ -73,9 +73,9 @@ func TestAuthDependentListsNeverMix(t *testing.T) {
 	a := newFake(t, nil, tool("read_repo", objSchema), tool("create_issue", objSchema))
 	b := newFake(t, nil, tool("read_repo", objSchema))
 	p := start(t, setup{
-		servers: func(profile string) *fake { return map[string]*fake{"acct-a": a, "acct-b": b}[profile] },
+		servers: func(profile string) *fake { return map[string]*fake{"acme/acct-a": a, "acme/acct-b": b}[profile] },
 		cfg: mcpprovider.Config{Credentials: []mcpprovider.Credential{
-			{Profile: "acct-a", Env: "MCPTEST_A"}, {Profile: "acct-b", Env: "MCPTEST_B"}}},
+			{Tenant: "acme", Profile: "acct-a", Env: "MCPTEST_A"}, {Tenant: "acme", Profile: "acct-b", Env: "MCPTEST_B"}}},
 	})
 	for range 2 { // the second round is answered from each profile's own cache
 		ca, err := p.Catalog(ctxT(t), access("acct-a"))
@@ -253,7 +253,8 @@ func TestHTTPCredentialsProfilesAndAuthFailure(t *testing.T) {
 	t.Setenv("MCPTEST_B", "token-b")
 	t.Setenv("MCPTEST_BAD", "token-expired")
 	p, err := mcpprovider.New("gh", mcpprovider.Config{Transport: "http", URL: srv.URL, Credentials: []mcpprovider.Credential{
-		{Profile: "acct-a", Env: "MCPTEST_A"}, {Profile: "acct-b", Env: "MCPTEST_B"}, {Profile: "expired", Env: "MCPTEST_BAD"}}}, nil)
+		{Tenant: "acme", Profile: "acct-a", Env: "MCPTEST_A"}, {Tenant: "acme", Profile: "acct-b", Env: "MCPTEST_B"},
+		{Tenant: "acme", Profile: "expired", Env: "MCPTEST_BAD"}}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,7 +276,7 @@ func TestHTTPCredentialsProfilesAndAuthFailure(t *testing.T) {
 	}
 	for _, st := range p.Status() {
 		want := mcpprovider.StateReady
-		if st.Profile == "expired" {
+		if st.Profile == "acme/expired" {
 			want = mcpprovider.StateAuthRequired
 			if st.Class != mcpprovider.ClassAuthExpired {
 				t.Errorf("class %s, want auth_expired", st.Class)
@@ -412,12 +413,12 @@ func TestCredentialNeverFollowsARedirect(t *testing.T) {
 	defer closeServer(redirecting)
 	t.Setenv("MCPTEST_TOKEN", "s3cret-token")
 	p, err := mcpprovider.New("gh", mcpprovider.Config{Transport: "http", URL: redirecting.URL,
-		Credentials: []mcpprovider.Credential{{Profile: "default", Env: "MCPTEST_TOKEN"}}}, nil)
+		Credentials: []mcpprovider.Credential{{Tenant: "acme", Profile: "default", Env: "MCPTEST_TOKEN"}}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	if _, err := p.Catalog(ctxT(t), access("")); err == nil {
+	if _, err := p.Catalog(ctxT(t), access("default")); err == nil {
 		t.Fatal("a redirected endpoint served a catalogue")
 	} else if strings.Contains(err.Error(), "s3cret") {
 		t.Fatalf("the error carries the secret: %v", err)
@@ -456,4 +457,54 @@ func TestPrivateScopeIsPerPrincipal(t *testing.T) {
 func closeServer(s *httptest.Server) {
 	s.CloseClientConnections()
 	s.Close()
+}
+
+// A credential is one tenant's: the same profile name in two tenants is
+// two secrets, a tenant naming another tenant's profile gets nothing
+// (and the server never sees that tenant's secret), and a turn naming no
+// profile is sent no credential at all.
+func TestCredentialsAreKeyedByTenantAndProfile(t *testing.T) {
+	f := newFake(t, nil, tool("read_repo", objSchema))
+	var mu sync.Mutex
+	seen := map[string]int{}
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return f.srv }, nil)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen[r.Header.Get("Authorization")]++
+		mu.Unlock()
+		h.ServeHTTP(w, r)
+	}))
+	defer closeServer(srv)
+	t.Setenv("MCPTEST_ACME_ADMIN", "acme-admin-token")
+	t.Setenv("MCPTEST_GLOBEX_ADMIN", "globex-admin-token")
+	t.Setenv("MCPTEST_ACME_ONLY", "acme-only-token")
+	p, err := mcpprovider.New("gh", mcpprovider.Config{Transport: "http", URL: srv.URL, Credentials: []mcpprovider.Credential{
+		{Tenant: "acme", Profile: "admin", Env: "MCPTEST_ACME_ADMIN"},
+		{Tenant: "globex", Profile: "admin", Env: "MCPTEST_GLOBEX_ADMIN"},
+		{Tenant: "acme", Profile: "acme-only", Env: "MCPTEST_ACME_ONLY"}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	globex := func(profile string) authority.AccessContext {
+		return authority.AccessContext{Tenant: "globex", Principal: "gus", CredentialProfile: profile}
+	}
+	if _, err := p.Catalog(ctxT(t), globex("admin")); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range []authority.AccessContext{globex("acme-only"), globex(""), access("")} {
+		if _, err := p.Catalog(ctxT(t), a); reason.Of(err) != reason.ProviderUnavailable {
+			t.Fatalf("%s/%q: %v, want a refusal (no credential for it)", a.Tenant, a.CredentialProfile, err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if seen["Bearer globex-admin-token"] == 0 {
+		t.Fatalf("globex's admin profile did not reach the server with globex's secret: %v", seen)
+	}
+	for _, secret := range []string{"Bearer acme-admin-token", "Bearer acme-only-token", ""} {
+		if seen[secret] != 0 {
+			t.Errorf("the server received %q (%d requests): only globex's secret was asked for", secret, seen[secret])
+		}
+	}
 }

@@ -69,8 +69,11 @@ type Provider struct {
 // profile is everything per (server, credential profile): its session,
 // its snapshots and its discovery state. Guarded by its mu.
 type profile struct {
-	key  string
-	cred *Credential
+	// key is "tenant/profile" ("" for an anonymous server): the cache's
+	// and the logs' name for it. tenant and name are its parts.
+	key          string
+	tenant, name string
+	cred         *Credential
 
 	mu        sync.Mutex
 	session   *mcp.ClientSession
@@ -185,8 +188,11 @@ func (p *Provider) Close() error {
 // failure for one that is not configured (its turns get nothing, and
 // never another profile's tools).
 func (p *Provider) profileOf(access authority.AccessContext) (*profile, error) {
-	key, cred, ok := p.cfg.profileFor(access.CredentialProfile)
+	key, cred, ok := p.cfg.profileFor(access.Tenant, access.CredentialProfile)
 	if !ok {
+		if access.CredentialProfile == "" {
+			return nil, p.coded(&failure{class: ClassPermissionDenied, msg: "the server needs a credential and the turn names no credential profile"})
+		}
 		return nil, p.coded(&failure{class: ClassPermissionDenied, msg: fmt.Sprintf("no credential is configured for profile %q", key)})
 	}
 	p.mu.Lock()
@@ -197,6 +203,9 @@ func (p *Provider) profileOf(access authority.AccessContext) (*profile, error) {
 	pr := p.profiles[key]
 	if pr == nil {
 		pr = &profile{key: key, cred: cred, state: StateUnknown, since: p.opts.Now(), snaps: map[string]*snapshot{}, flights: map[string]*flight{}}
+		if cred != nil {
+			pr.tenant, pr.name = cred.Tenant, cred.Profile
+		}
 		p.profiles[key] = pr
 	}
 	return pr, nil
@@ -521,7 +530,7 @@ func (p *Provider) hint(pr *profile, why string) {
 		p.goBg(func() {
 			ctx, cancel := context.WithTimeout(p.bg, time.Duration(p.cfg.ListTimeout))
 			defer cancel()
-			_, _ = p.current(ctx, authority.AccessContext{CredentialProfile: pr.key}, false)
+			_, _ = p.current(ctx, authority.AccessContext{Tenant: pr.tenant, CredentialProfile: pr.name}, false)
 		})
 	}
 }

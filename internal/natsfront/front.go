@@ -60,6 +60,11 @@ type Options struct {
 	// OpenRates and CallRates limit each runtime identity's opens and
 	// calls on this node, by identity name (beyond: rate_limited).
 	OpenRates, CallRates map[string]ratelimit.Limit
+	// RefusalRate bounds, per identity, the tenant_forbidden and
+	// credential_forbidden refusals recorded in tenants' trails; the rest
+	// are counted (UnrecordedRefusals) and logged at debug level. Default
+	// DefaultRefusalRate.
+	RefusalRate ratelimit.Limit
 	// NoTenantBinding is for conformance proofs only
 	// (turn.Switches.NoTenantBinding): callers are identified but not
 	// held to their tenants.
@@ -94,8 +99,11 @@ type Front struct {
 	// sendFailures counts replies the bus refused even in their small
 	// error form.
 	sendFailures atomic.Int64
-	// forbidden counts requests refused tenant_forbidden.
-	forbidden atomic.Int64
+	// forbidden counts requests refused tenant_forbidden or
+	// credential_forbidden; unrecorded those past the refusal rate.
+	forbidden, unrecorded atomic.Int64
+	// refusals is the identities' refusal-recording rate.
+	refusals *ratelimit.Limiter
 	// opens and calls are the runtime identities' rate limiters, by name;
 	// read-only once Serve built them.
 	opens, calls map[string]*ratelimit.Limiter
@@ -121,8 +129,12 @@ func Serve(nc *nats.Conn, k *actors.Kernel, opts Options) (*Front, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	if opts.RefusalRate == (ratelimit.Limit{}) {
+		opts.RefusalRate = DefaultRefusalRate
+	}
 	f := &Front{k: k, nc: nc, opts: opts, sem: make(chan struct{}, opts.MaxConcurrent), pool: workpool.New(64),
-		maxPayload: int(nc.MaxPayload()), opens: limiters(opts.OpenRates), calls: limiters(opts.CallRates)}
+		maxPayload: int(nc.MaxPayload()), opens: limiters(opts.OpenRates), calls: limiters(opts.CallRates),
+		refusals: ratelimit.New(opts.RefusalRate)}
 	node, p := k.Node(), opts.Prefix
 	f.eps = []endpoint{
 		{"open", messages.OpenSubject(p), messages.QueueGroup, messages.OpOpen, f.open, "OpenRequest", "OpenReply"},

@@ -7,6 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/sharedos/sharedos/actors"
 	"github.com/sharedos/sharedos/authority"
 	"github.com/sharedos/sharedos/internal/identity"
 	"github.com/sharedos/sharedos/internal/ratelimit"
@@ -71,51 +72,67 @@ func (f *Front) callerOf(r micro.Request) caller {
 var nodeCaller = identity.Identity{Name: "node", Role: identity.Node}
 
 // accessFor turns a request's wire access into the kernel's access
-// context for the caller in ctx — the only way a handler gets one: refused
-// tenant_forbidden when the caller may not act for its tenant and
-// principal, and bound to the caller (its leases are its own). The
-// instant is left zero: the kernel stamps every operation with its own
-// clock.
+// context for the caller in ctx — the only way a handler gets one. In
+// order: a request the bus did not attribute is refused; a malformed or
+// oversized access is invalid_request (it is malformed, not forbidden,
+// whoever sent it); a caller that may not act for its tenant and
+// principal is refused tenant_forbidden, and one naming a credential
+// profile its identity is narrowed away from credential_forbidden, both
+// recorded in the named tenant's trail. The context is bound to the
+// caller (its leases are its own). The instant is left zero: the kernel
+// stamps every operation with its own clock.
 func (f *Front) accessFor(ctx context.Context, a messages.Access) (authority.AccessContext, error) {
 	ac := a.Context(time.Time{})
 	c, _ := ctx.Value(callerKey{}).(caller)
 	if c.refusal != nil {
 		return authority.AccessContext{}, c.refusal
 	}
+	if err := actors.CheckAccess(ac); err != nil {
+		return authority.AccessContext{}, err
+	}
 	if c.id == nil {
 		return ac, nil
 	}
+	ac.Caller = c.id.Name
 	if !c.id.Permits(a.Tenant, a.Principal) && !f.opts.NoTenantBinding {
 		f.forbidden.Add(1)
-		ac.Caller = c.id.Name
-		f.recordRefusal(ctx, ac, c.id)
+		f.recordRefusal(ctx, ac, c.id, reason.TenantForbidden)
 		return authority.AccessContext{}, reason.New(reason.TenantForbidden, "identity %s may not act for %s/%s", c.id.Name, a.Tenant, a.Principal)
 	}
-	ac.Caller = c.id.Name
+	if !c.id.PermitsCredential(a.Tenant, a.Credential) {
+		f.forbidden.Add(1)
+		f.recordRefusal(ctx, ac, c.id, reason.CredentialForbidden)
+		return authority.AccessContext{}, reason.New(reason.CredentialForbidden, "identity %s may not act with credential profile %s/%s", c.id.Name, a.Tenant, a.Credential)
+	}
 	return ac, nil
 }
 
-// recordRefusal audits a tenant_forbidden refusal in the named tenant's
-// trail (Kernel.RecordRefusal), within the identity's open rate: an
-// identity that keeps trying cannot flood the audit; past its rate the
-// refusals are only counted and logged.
-func (f *Front) recordRefusal(ctx context.Context, ac authority.AccessContext, id *identity.Identity) {
-	log := f.opts.Logger.With("identity", id.Name, "tenant", ac.Tenant, "principal", ac.Principal)
-	if err := f.rateCheck(ctx, f.opens, "opens"); err != nil {
-		log.Warn("natsfront: refused tenant_forbidden (not recorded: over the identity's rate)")
+// recordRefusal audits a refusal in the named tenant's trail
+// (Kernel.RecordRefusal, which records a bounded summary), within the
+// identity's refusal rate: an identity that keeps trying cannot flood any
+// tenant's audit; past its rate the refusals are only counted and logged.
+func (f *Front) recordRefusal(ctx context.Context, ac authority.AccessContext, id *identity.Identity, code reason.Code) {
+	log := f.opts.Logger.With("identity", id.Name, "tenant", ac.Tenant, "principal", ac.Principal, "code", string(code))
+	if f.refusals.Take(id.Name, time.Now()) > 0 {
+		f.unrecorded.Add(1)
+		log.Debug("natsfront: refused (not recorded: over the identity's refusal rate)")
 		return
 	}
 	rctx, cancel := context.WithTimeout(ctx, refusalRecordTimeout)
 	defer cancel()
-	if err := f.k.RecordRefusal(rctx, ac, reason.TenantForbidden); err != nil {
-		log.Warn("natsfront: refused tenant_forbidden; recording the refusal failed", "err", err)
+	if err := f.k.RecordRefusal(rctx, ac, code); err != nil {
+		log.Warn("natsfront: refused; recording the refusal failed", "err", err)
 		return
 	}
-	log.Warn("natsfront: refused tenant_forbidden (recorded in the tenant's audit)")
+	log.Warn("natsfront: refused (recorded in the tenant's audit)")
 }
 
 // refusalRecordTimeout bounds the wait for a refusal's record.
 const refusalRecordTimeout = 5 * time.Second
+
+// DefaultRefusalRate is how many refusals of one identity a second (and
+// at once) the front records in tenants' trails by default.
+var DefaultRefusalRate = ratelimit.Limit{Rate: 1, Burst: 20}
 
 func limiters(m map[string]ratelimit.Limit) map[string]*ratelimit.Limiter {
 	out := make(map[string]*ratelimit.Limiter, len(m))
@@ -144,5 +161,10 @@ func (f *Front) rateCheck(ctx context.Context, lims map[string]*ratelimit.Limite
 	return nil
 }
 
-// Forbidden is how many requests were refused tenant_forbidden.
+// Forbidden is how many requests were refused tenant_forbidden or
+// credential_forbidden.
 func (f *Front) Forbidden() int64 { return f.forbidden.Load() }
+
+// UnrecordedRefusals is how many of those were not recorded in a
+// tenant's trail, their identity being over its refusal rate.
+func (f *Front) UnrecordedRefusals() int64 { return f.unrecorded.Load() }

@@ -163,6 +163,10 @@ func Start(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err 
 	if err != nil {
 		return nil, err
 	}
+	creds, err := cfg.CredentialPolicy()
+	if err != nil {
+		return nil, err
+	}
 	static, err := cfg.StaticProviders(opts.Handlers)
 	if err != nil {
 		return nil, err
@@ -222,7 +226,8 @@ func Start(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err 
 	}), time.Duration(cfg.Kernel.ResolveTimeout), time.Duration(cfg.Kernel.CallTimeout))
 	n.registerMCPMetrics()
 	n.kernel, err = actors.New(actors.Options{
-		Node: cfg.Node.ID, Providers: ps, Required: cfg.Required(), Authority: auth,
+		Node: cfg.Node.ID, Providers: ps, Required: cfg.Required(), Authority: auth, Credentials: creds,
+		SharesTurns: n.ids.SharesTurns,
 		Sink:        n.watchTurns(observingSink{next: n.checkpoints, m: n.metrics}),
 		StepCeiling: cfg.Kernel.StepCeiling, MaxInFlightPerTurn: cfg.Kernel.MaxInFlightPerTurn, MaxTurns: cfg.Kernel.MaxTurns,
 		MaxTurnsPerPrincipal: cfg.Kernel.MaxTurnsPerPrincipal, MaxLeasesPerTurn: cfg.Kernel.MaxLeasesPerTurn,
