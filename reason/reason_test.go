@@ -21,7 +21,7 @@ func TestErrorsIsMatchesByCode(t *testing.T) {
 		reason.DeadlineExceeded: reason.ErrDeadlineExceeded, reason.ResultTooLarge: reason.ErrResultTooLarge,
 		reason.RateLimited: reason.ErrRateLimited, reason.TenantForbidden: reason.ErrTenantForbidden,
 		reason.CredentialForbidden: reason.ErrCredentialForbidden,
-		reason.Internal: reason.ErrInternal,
+		reason.Internal:            reason.ErrInternal,
 	}
 	if len(sentinels) != len(reason.Codes()) {
 		t.Fatalf("%d sentinels for %d codes", len(sentinels), len(reason.Codes()))
