@@ -415,7 +415,7 @@ func (k *Kernel) recordRefusal(ctx context.Context, access authority.AccessConte
 // checkCredential refuses, and records in the tenant's trail, an access
 // whose credential profile the policy does not permit for its principal.
 func (k *Kernel) checkCredential(ctx context.Context, access authority.AccessContext) error {
-	if k.sh.opts.Credentials.PermitsCredential(access.Tenant, access.Principal, access.CredentialProfile) {
+	if k.sh.opts.Switches.NoCredentialBinding || k.sh.opts.Credentials.PermitsCredential(access.Tenant, access.Principal, access.CredentialProfile) {
 		return nil
 	}
 	err := reason.New(reason.CredentialForbidden, "credential profile %q is not bound to %s/%s", access.CredentialProfile, access.Tenant, access.Principal)

@@ -56,7 +56,7 @@ func Rows() []Row {
 	return []Row{
 		catalogueMovedMidTurn, grantExpiresMidTurn, namespaceToggledMidTurn, toolAddedMidTurn,
 		stepCeiling, oneOperationTurn, providerCalledOncePerTurn, catalogHashJoins, contractChangedBeforeCall,
-		decidedAtTheInstant, foreignLease, crossTenantOpen, directProviderCall,
+		decidedAtTheInstant, foreignLease, crossTenantOpen, credentialProfileBound, directProviderCall,
 		sameNameTwoServers, listChangedMidTurn,
 		staleTokenReconnect, // mcpcol.go
 	}
@@ -553,6 +553,51 @@ var crossTenantOpen = Row{
 		}
 		_, err = globex.Open(ctx, Ada)
 		return refused("globex's runtime opens for ada", err, reason.TenantForbidden)
+	},
+}
+
+var credentialProfileBound = Row{
+	Name:    "credential-profile-bound",
+	Probe:   "ada opens and calls with her own credential profile, bob with acme's shared one",
+	Attack:  "ada names bob's credential profile, at open and in a turn of one operation; on a bus, globex names acme's",
+	Want:    reason.CredentialForbidden,
+	Disable: func(s *turn.Switches) { s.NoCredentialBinding = true },
+	Run: func(ctx context.Context, h *H) error {
+		who, lease, err := open(ctx, h, Ada)
+		if err != nil {
+			return err
+		}
+		if _, err := h.D.Invoke(ctx, who, "notion_search", searchArgs("acme")); err != nil {
+			return probe("ada calls with her profile", err)
+		}
+		if err := probe("close", h.D.Close(ctx, who, lease)); err != nil {
+			return err
+		}
+		bob := Bob
+		bob.CredentialProfile = SharedProfile
+		who, lease, err = open(ctx, h, bob)
+		if err != nil {
+			return fmt.Errorf("probe bob with the shared profile: %w", err)
+		}
+		if err := probe("close", h.D.Close(ctx, who, lease)); err != nil {
+			return err
+		}
+		adaAsBob := Ada
+		adaAsBob.CredentialProfile = Bob.CredentialProfile
+		_, err = h.D.Open(ctx, adaAsBob)
+		if err := refused("ada opens with bob's profile", err, reason.CredentialForbidden); err != nil {
+			return err
+		}
+		_, err = h.D.ListTools(ctx, adaAsBob)
+		if err := refused("ada lists with bob's profile (one operation)", err, reason.CredentialForbidden); err != nil {
+			return err
+		}
+		if bus, ok := h.D.(BusDriver); ok {
+			gus := authority.AccessContext{Tenant: "globex", Principal: "gus", CredentialProfile: Ada.CredentialProfile}
+			_, err = bus.AsRuntime(GlobexRuntime).Open(ctx, gus)
+			return refused("globex opens with acme's profile", err, reason.CredentialForbidden)
+		}
+		return nil
 	},
 }
 

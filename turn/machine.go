@@ -62,6 +62,9 @@ type Switches struct {
 	// bound to (not a kernel mechanism: the NATS front's, which the
 	// conformance columns switch off with it).
 	NoTenantBinding bool
+	// NoCredentialBinding lets an access name any credential profile,
+	// bound to its principal or not (read by the kernel).
+	NoCredentialBinding bool
 	// NoGrantCheck makes providers run calls without verifying the node's
 	// signed execution grant (not a kernel mechanism: the provider SDK's,
 	// which the remote-provider column switches off with it).
