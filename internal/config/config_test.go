@@ -66,6 +66,14 @@ func TestParseRefusesMistakes(t *testing.T) {
 		"runtime no tenants":         {"    tenants: [acme]           # and nothing else (tenant_forbidden)", "    tenants: []"},
 		"rate on a reader":           {"role: audit\n    tenants: [acme]", "role: audit\n    tenants: [acme]\n    call_rate: {per_second: 1, burst: 1}"},
 		"remote bus, no credentials": {"urls: []", "urls: [nats://nats.example.com:4222]"},
+		"profile of nobody":          {"\nprincipals:\n", "\ncredential_profiles: [{tenant: acme, profile: gh, principals: [zed]}]\nprincipals:\n"},
+		"profile twice":              {"\nprincipals:\n", "\ncredential_profiles: [{tenant: acme, profile: gh}, {tenant: acme, profile: gh}]\nprincipals:\n"},
+		"profile without tenant":     {"\nprincipals:\n", "\ncredential_profiles: [{profile: gh}]\nprincipals:\n"},
+		"profile with a slash":       {"\nprincipals:\n", "\ncredential_profiles: [{tenant: acme, profile: a/b}]\nprincipals:\n"},
+		"runtime narrowed to none":   {"tenants: [acme]           # and nothing else", "credentials: [acme/gh]\n    tenants: [acme]           # and nothing else"},
+		"credential of a reader":     {"role: audit\n    tenants: [acme]", "role: audit\n    tenants: [acme]\n    credentials: [acme/gh]"},
+		"shares with a reader":       {"tenants: [acme]           # and nothing else", "shares_turns_with: [auditor]\n    tenants: [acme]           # and nothing else"},
+		"shares with nobody":         {"tenants: [acme]           # and nothing else", "shares_turns_with: [ghost]\n    tenants: [acme]           # and nothing else"},
 	}
 	for name, edit := range cases {
 		y := strings.Replace(string(base), edit[0], edit[1], 1)
