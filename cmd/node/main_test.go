@@ -350,7 +350,7 @@ func TestIdentitiesPrintsTheBusConfiguration(t *testing.T) {
 		Accounts map[string]struct {
 			Users   []struct{ Nkey string }
 			Imports []struct {
-				Service struct{ Account, Subject string }
+				Service, Stream struct{ Account, Subject string }
 			}
 		}
 	}
@@ -361,8 +361,27 @@ func TestIdentitiesPrintsTheBusConfiguration(t *testing.T) {
 	if !ok || len(rt.Users) != 1 || len(rt.Imports) != 2 || rt.Imports[0].Service.Account != "SHAREDOS" {
 		t.Fatalf("runtime account %+v", rt)
 	}
-	if n := len(conf.Accounts["SHAREDOS"].Users); n != 4 { // node, two audit readers, provider-calendar
-		t.Fatalf("%d users in the node account, want 4", n)
+	if n := len(conf.Accounts["SHAREDOS"].Users); n != 2 { // node, provider-calendar
+		t.Fatalf("%d users in the node account, want 2", n)
+	}
+	// Each audit reader is an account of its own, importing from the
+	// nodes' account only: services (its JetStream subjects) and streams
+	// (its inbox, its tenants' live copies).
+	for _, name := range []string{"auditor", "auditor-acme"} {
+		a, ok := conf.Accounts[name]
+		if !ok || len(a.Users) != 1 || len(a.Imports) == 0 {
+			t.Fatalf("%s account %+v", name, a)
+		}
+		inbox := false
+		for _, im := range a.Imports {
+			if im.Service.Account+im.Stream.Account != "SHAREDOS" {
+				t.Fatalf("%s imports %+v", name, im)
+			}
+			inbox = inbox || im.Stream.Subject == "_INBOX_"+name+".>"
+		}
+		if !inbox {
+			t.Fatalf("%s does not import its inbox: %+v", name, a.Imports)
+		}
 	}
 	for _, name := range []string{"node", "runtime", "auditor", "auditor-acme", "provider-calendar"} {
 		st, err := os.Stat(filepath.Join(dir, name+".nk"))

@@ -350,22 +350,40 @@ func NewJetStreamSink(ctx context.Context, nc *nats.Conn, opts JetStreamOptions)
 func newGroup() *group { return &group{byTenant: make(map[string]*segment, 1)} }
 
 // Subject is the live subject of a record of tenant and type t:
-// "<prefix>.audit.<tenant>.<type>". After a record's segment is stored,
-// the sink publishes the record's bytes there as a core NATS message, for
-// watchers; the stream does not capture these subjects. Types contain
-// dots, so a tool.invoked record of tenant acme goes to
-// "sharedos.audit.acme.tool.invoked"; watchers subscribe to
-// "<prefix>.audit.<tenant>.>" or "<prefix>.audit.*.tool.invoked". A live
-// subject always has at least three tokens after "audit"; segment and
-// checkpoint subjects have exactly two.
+// "<prefix>.audit.live.<tenant>.<type>". After a record's segment is
+// stored, the sink publishes the record's bytes there as a core NATS
+// message, for watchers; the stream does not capture these subjects.
+// Types contain dots, so a tool.invoked record of tenant acme goes to
+// "sharedos.audit.live.acme.tool.invoked"; watchers subscribe to
+// LiveSubjects(prefix, tenant) ("<prefix>.audit.live.<tenant>.>") or
+// "<prefix>.audit.live.*.tool.invoked".
+//
+// Every audit subject is "<prefix>.audit.<kind>.<name>…" with a fixed
+// kind token — live, seg (segments) or checkpoint — before the tenant or
+// node: a tenant is never in the position of a kind, so no tenant's
+// subjects (whatever it is called: seg, checkpoint, live) match another
+// tenant's or the checkpoints, and a permission on one tenant's subjects
+// grants that tenant's and nothing else.
 //
 // The tenant must be one subject token: a tenant made only of
 // [A-Za-z0-9_-] (and not empty) is used as it is; any other tenant is
 // written as "~" followed by the lower-case hex of its bytes ("a.b" →
 // "~612e62", "" → "~"). "~" never occurs in a plain tenant, so the mapping
-// is one to one.
+// is one to one. (Configured tenants are plain: CheckTenant.)
 func Subject(prefix, tenant string, t Type) string {
-	return prefix + ".audit." + TenantToken(tenant) + "." + string(t)
+	return liveTenantPrefix(prefix, tenant) + string(t)
+}
+
+// LiveSubjects matches every live subject of tenant:
+// "<prefix>.audit.live.<TenantToken(tenant)>.>".
+func LiveSubjects(prefix, tenant string) string { return liveTenantPrefix(prefix, tenant) + ">" }
+
+// AllLiveSubjects matches the live subjects of every tenant:
+// "<prefix>.audit.live.>".
+func AllLiveSubjects(prefix string) string { return prefix + ".audit.live.>" }
+
+func liveTenantPrefix(prefix, tenant string) string {
+	return prefix + ".audit.live." + TenantToken(tenant) + "."
 }
 
 // TenantToken is the subject token for tenant; see Subject.
@@ -606,7 +624,7 @@ func (s *JetStreamSink) commit(g *group) {
 			if errs[i] != nil {
 				continue
 			}
-			pfx := s.prefix + ".audit." + TenantToken(seg.tenant) + "."
+			pfx := liveTenantPrefix(s.prefix, seg.tenant)
 			for _, r := range seg.recs {
 				// A core publish only buffers; a failure here (closed
 				// connection) loses a live copy, never a stored record.

@@ -142,10 +142,10 @@ func TestSubjectTenantToken(t *testing.T) {
 			t.Errorf("TenantToken(%q) = %q, want %q", tc.tenant, got, tc.token)
 		}
 	}
-	if got, want := Subject("sharedos", "acme", ToolInvoked), "sharedos.audit.acme.tool.invoked"; got != want {
+	if got, want := Subject("sharedos", "acme", ToolInvoked), "sharedos.audit.live.acme.tool.invoked"; got != want {
 		t.Errorf("Subject = %q, want %q", got, want)
 	}
-	if got, want := Subject("x.y", "a.b", TurnOpened), "x.y.audit.~612e62.turn.opened"; got != want {
+	if got, want := Subject("x.y", "a.b", TurnOpened), "x.y.audit.live.~612e62.turn.opened"; got != want {
 		t.Errorf("Subject = %q, want %q", got, want)
 	}
 	if got := StreamSubjects("sharedos"); !slices.Equal(got, []string{"sharedos.audit.seg.*", "sharedos.audit.checkpoint.*"}) {

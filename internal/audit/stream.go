@@ -103,9 +103,10 @@ func (p StreamProblem) String() string { return p.What + " — fix: " + p.Fix }
 // segments.
 func legacySubject(prefix string) string { return prefix + ".audit.>" }
 
-// liveSubjects matches every live subject (at least three tokens after
-// "audit": the tenant and a type of two or more tokens).
-func liveSubjects(prefix string) string { return prefix + ".audit.*.*.>" }
+// liveSubjects matches exactly the live subjects: after "live", the tenant
+// and a type of two or more tokens (a stream of "<prefix>.audit.*.*"
+// captures none of them).
+func liveSubjects(prefix string) string { return prefix + ".audit.live.*.*.>" }
 
 // IsLegacyStream reports whether cfg is the shape of an audit stream made
 // before segments: its subjects exactly "<prefix>.audit.>", not a mirror,

@@ -154,7 +154,7 @@ func TestLiveCopies(t *testing.T) {
 		data    []byte
 	}
 	got := make(chan live, 100)
-	sub, err := nc.Subscribe(DefaultPrefix+".audit.acme.>", func(m *nats.Msg) { got <- live{m.Subject, m.Data} })
+	sub, err := nc.Subscribe(DefaultPrefix+".audit.live.acme.>", func(m *nats.Msg) { got <- live{m.Subject, m.Data} })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,14 +165,14 @@ func TestLiveCopies(t *testing.T) {
 		if err := sink.Flush(ctxT(t, 5*time.Second)); err != nil {
 			t.Fatal(err)
 		}
-		if err := nc.Publish(DefaultPrefix+".audit.acme.end.marker", nil); err != nil {
+		if err := nc.Publish(DefaultPrefix+".audit.live.acme.end.marker", nil); err != nil {
 			t.Fatal(err)
 		}
 		var out []live
 		for {
 			select {
 			case l := <-got:
-				if l.subject == DefaultPrefix+".audit.acme.end.marker" {
+				if l.subject == DefaultPrefix+".audit.live.acme.end.marker" {
 					return out
 				}
 				out = append(out, l)

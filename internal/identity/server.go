@@ -3,6 +3,7 @@ package identity
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -33,15 +34,23 @@ type Keys map[string]string
 // configuration. Every identity in ids must have a key in keys.
 //
 // The shape:
-//   - the node account (JetStream on) holds the nodes (no limits), each
+//   - the node account (JetStream on) holds the nodes (no limits) and each
 //     provider identity (may only subscribe to its own provider's
-//     subjects and answer requests) and each audit reader (may only
-//     create push consumers filtered to its tenants' segments and watch
-//     its tenants' live events);
+//     subjects and answer requests);
 //   - each runtime identity has an account of its own, named after it,
 //     whose only subjects are the turn protocol's, imported from the node
 //     account — so every request it sends arrives with a
-//     Nats-Request-Info header the server wrote, naming the account.
+//     Nats-Request-Info header the server wrote, naming the account;
+//   - each audit reader has an account of its own, named after it, whose
+//     only subjects are the JetStream API subjects its role needs
+//     (AuditAccess), imported from the node account as services, its
+//     tenants' live copies and its own inbox, imported as streams. A
+//     request crossing a service import has its reply subject replaced by
+//     one the server makes up ("_R_.…") in the node account, whose
+//     answers go back only to the reader's account: whatever reply a
+//     reader names, JetStream's answer (a response, pulled messages) is
+//     never published on a subject of the node account, where the audit
+//     stream would store it.
 func ServerConfig(bus Bus, ids []Identity, keys Keys) (string, error) {
 	if bus.Account == "" {
 		bus.Account = NodeAccount
@@ -58,28 +67,27 @@ func ServerConfig(bus Bus, ids []Identity, keys Keys) (string, error) {
 		Nkey        string `json:"nkey"`
 		Permissions *perms `json:"permissions,omitempty"`
 	}
-	type svc struct {
-		Account string `json:"account,omitempty"`
+	type from struct {
+		Account string `json:"account"`
 		Subject string `json:"subject"`
 	}
-	type export struct {
-		Service  string   `json:"service"`
-		Accounts []string `json:"accounts,omitempty"`
-	}
-	type imp struct {
-		Service svc  `json:"service"`
+	type serviceImport struct {
+		Service from `json:"service"`
 		Share   bool `json:"share"`
 	}
+	type streamImport struct {
+		Stream from `json:"stream"`
+	}
 	type account struct {
-		JetStream string   `json:"jetstream,omitempty"`
-		Users     []user   `json:"users"`
-		Exports   []export `json:"exports,omitempty"`
-		Imports   []imp    `json:"imports,omitempty"`
+		JetStream string `json:"jetstream,omitempty"`
+		Users     []user `json:"users"`
+		Exports   []any  `json:"exports,omitempty"`
+		Imports   []any  `json:"imports,omitempty"`
 	}
 	turnSubjects := []string{bus.Prefix + ".turn.>", bus.Prefix + ".op.>"}
 	node := account{JetStream: "enabled"}
 	accounts := map[string]*account{bus.Account: &node}
-	var runtimes []string
+	exports := newExportSet()
 	for _, id := range ids {
 		key, ok := keys[id.Name]
 		if !ok || key == "" {
@@ -94,34 +102,50 @@ func ServerConfig(bus Bus, ids []Identity, keys Keys) (string, error) {
 				Subscribe:      &subjectPerm{Allow: []string{bus.Prefix + ".provider." + id.Provider + ".>"}},
 				AllowResponses: &respPerm{Max: 1, Expires: bus.ResponseTTL.String()},
 			}})
-		case Audit:
-			pub, sub := AuditPermissions(bus, id)
-			node.Users = append(node.Users, user{Nkey: key, Permissions: &perms{
-				Publish: &subjectPerm{Allow: pub}, Subscribe: &subjectPerm{Allow: sub},
-			}})
-		case Runtime:
+		case Runtime, Audit:
 			if _, taken := accounts[id.Name]; taken {
 				return "", fmt.Errorf("identity: account name %s is taken", id.Name)
 			}
-			a := &account{Users: []user{{Nkey: key, Permissions: &perms{
-				Publish:   &subjectPerm{Allow: turnSubjects},
-				Subscribe: &subjectPerm{Allow: []string{"_INBOX.>", InboxPrefix(id.Name) + ".>"}},
-			}}}}
-			for _, s := range turnSubjects {
-				a.Imports = append(a.Imports, imp{Service: svc{Account: bus.Account, Subject: s}, Share: false})
+			a := &account{}
+			if id.Role == Runtime {
+				a.Users = []user{{Nkey: key, Permissions: &perms{
+					Publish:   &subjectPerm{Allow: turnSubjects},
+					Subscribe: &subjectPerm{Allow: []string{"_INBOX.>", InboxPrefix(id.Name) + ".>"}},
+				}}}
+				for _, s := range turnSubjects {
+					a.Imports = append(a.Imports, serviceImport{Service: from{bus.Account, s}})
+					exports.service(s, id.Name, false)
+				}
+			} else {
+				acc := AuditAccess(bus, id)
+				a.Users = []user{{Nkey: key, Permissions: &perms{
+					Publish:   &subjectPerm{Allow: acc.Services},
+					Subscribe: &subjectPerm{Allow: acc.Streams},
+				}}}
+				// An account importing $JS.API.INFO is not given the
+				// system account's JetStream API (which would answer
+				// every request "not enabled for account"): the import
+				// is made for every reader, published to only by those
+				// whose Services list it.
+				services := acc.Services
+				if !slices.Contains(services, jsAccountInfo) {
+					services = append(slices.Clip(services), jsAccountInfo)
+				}
+				for _, s := range services {
+					a.Imports = append(a.Imports, serviceImport{Service: from{bus.Account, s}})
+					exports.service(s, id.Name, slices.Contains(acc.StreamedResponses, s))
+				}
+				for _, s := range acc.Streams {
+					a.Imports = append(a.Imports, streamImport{Stream: from{bus.Account, s}})
+					exports.stream(s, id.Name)
+				}
 			}
 			accounts[id.Name] = a
-			runtimes = append(runtimes, id.Name)
 		default:
 			return "", fmt.Errorf("identity: %s: unknown role %q", id.Name, id.Role)
 		}
 	}
-	if len(runtimes) > 0 {
-		slices.Sort(runtimes)
-		for _, s := range turnSubjects {
-			node.Exports = append(node.Exports, export{Service: s, Accounts: runtimes})
-		}
-	}
+	node.Exports = exports.render()
 	// nats-server's parser reads JSON but not its \u escapes: keep ">"
 	// and friends as they are.
 	var b strings.Builder
@@ -143,25 +167,102 @@ type respPerm struct {
 	Expires string `json:"expires"`
 }
 
-// AuditPermissions are the subjects an audit reader may publish to and
-// subscribe to.
+// exportSet collects the node account's exports: each subject once, with
+// every account that imports it, in a stable order.
+type exportSet struct {
+	services, streams map[string][]string
+	streamed          map[string]bool
+}
+
+func newExportSet() *exportSet {
+	return &exportSet{services: map[string][]string{}, streams: map[string][]string{}, streamed: map[string]bool{}}
+}
+
+func (e *exportSet) service(subject, account string, streamed bool) {
+	e.services[subject] = append(e.services[subject], account)
+	e.streamed[subject] = e.streamed[subject] || streamed
+}
+
+func (e *exportSet) stream(subject, account string) {
+	e.streams[subject] = append(e.streams[subject], account)
+}
+
+func (e *exportSet) render() []any {
+	type serviceExport struct {
+		Service  string   `json:"service"`
+		Accounts []string `json:"accounts"`
+		// Response is "stream" for a service answering one request with
+		// several messages (a pull request's batch).
+		Response string `json:"response_type,omitempty"`
+	}
+	type streamExport struct {
+		Stream   string   `json:"stream"`
+		Accounts []string `json:"accounts"`
+	}
+	var out []any
+	for _, s := range slices.Sorted(maps.Keys(e.services)) {
+		x := serviceExport{Service: s, Accounts: slices.Sorted(slices.Values(e.services[s]))}
+		if e.streamed[s] {
+			x.Response = "stream"
+		}
+		out = append(out, x)
+	}
+	for _, s := range slices.Sorted(maps.Keys(e.streams)) {
+		out = append(out, streamExport{Stream: s, Accounts: slices.Sorted(slices.Values(e.streams[s]))})
+	}
+	return out
+}
+
+// The JetStream API's prefix, and its account info subject.
+const (
+	jsAPI         = "$JS.API."
+	jsAccountInfo = jsAPI + "INFO"
+)
+
+// ReaderAccess is what an audit reader's account imports from the node
+// account: the subjects it may publish to (each a service import, so its
+// reply subject never reaches the node account), and those it receives
+// (each a stream import).
+type ReaderAccess struct {
+	// Services are JetStream API (and ack and flow-control) subjects; the
+	// reader's publish permissions are exactly these.
+	Services []string
+	// StreamedResponses are the Services answered with several messages
+	// per request (pulled batches).
+	StreamedResponses []string
+	// Streams are the reader's inbox (push deliveries) and its tenants'
+	// live copies; its subscribe permissions are exactly these.
+	Streams []string
+}
+
+// AuditAccess is what audit reader id may do.
 //
 // A reader bound to every tenant may read the whole stream (stream info,
-// consumers of any kind, direct get) but never write or delete. A reader
-// bound to some tenants may only create push consumers whose filter is
-// one of its tenants' segment subject (the filter is in the API subject,
-// and the server refuses a body whose filter differs), receive their
-// deliveries on its own inbox, answer flow control, and watch its tenants'
-// live events. It has no stream info, no direct or message get, no pull
-// (MSG.NEXT names a consumer, not a tenant), no consumer list or info, no
-// acks: nothing that names another tenant's data is open to it.
-func AuditPermissions(bus Bus, id Identity) (pub, sub []string) {
+// consumers of any kind, pulls, direct and message get, acks) but never
+// write or delete. A reader bound to some tenants may only create
+// consumers whose filter is one of its tenants' segment subject (the
+// filter is in the API subject, and the server refuses a body whose
+// filter differs), receive push deliveries on its own inbox, answer flow
+// control, and watch its tenants' live copies. It has no stream info, no
+// direct or message get, no pull (MSG.NEXT names a consumer, not a
+// tenant), no consumer list or info, no acks: nothing that names another
+// tenant's data is open to it.
+//
+// A consumer's deliver subject is named in the create request's body,
+// which permissions do not see: a push consumer publishes in the node
+// account wherever its creator said. The audit stream refuses a deliver
+// subject it would capture (a cycle); the node account has no other
+// stream (the operator of an external cluster must keep it so); so a
+// delivery is never stored.
+func AuditAccess(bus Bus, id Identity) ReaderAccess {
 	s := bus.Stream
-	api := "$JS.API."
-	sub = []string{InboxPrefix(id.Name) + ".>"}
+	api := jsAPI
+	var r ReaderAccess
+	r.Streams = []string{InboxPrefix(id.Name) + ".>"}
 	if id.AllTenantsBound() {
-		pub = []string{
-			api + "INFO",
+		next := api + "CONSUMER.MSG.NEXT." + s + ".>"
+		r.Services = []string{
+			jsAccountInfo,
 			api + "STREAM.INFO." + s,
 			api + "STREAM.MSG.GET." + s,
 			api + "DIRECT.GET." + s, api + "DIRECT.GET." + s + ".>",
@@ -169,20 +270,20 @@ func AuditPermissions(bus Bus, id Identity) (pub, sub []string) {
 			api + "CONSUMER.DURABLE.CREATE." + s + ".>",
 			api + "CONSUMER.INFO." + s + ".>",
 			api + "CONSUMER.DELETE." + s + ".>",
-			api + "CONSUMER.MSG.NEXT." + s + ".>",
+			next,
 			"$JS.ACK." + s + ".>",
 			"$JS.FC." + s + ".>",
 		}
-		sub = append(sub, bus.Prefix+".audit.>")
-		return pub, sub
+		r.StreamedResponses = []string{next}
+		r.Streams = append(r.Streams, audit.AllLiveSubjects(bus.Prefix))
+		return r
 	}
 	for _, t := range id.Tenants {
-		tok := audit.TenantToken(t)
-		pub = append(pub, api+"CONSUMER.CREATE."+s+".*."+audit.SegmentSubject(bus.Prefix, t))
-		sub = append(sub, bus.Prefix+".audit."+tok+".>")
+		r.Services = append(r.Services, api+"CONSUMER.CREATE."+s+".*."+audit.SegmentSubject(bus.Prefix, t))
+		r.Streams = append(r.Streams, audit.LiveSubjects(bus.Prefix, t))
 	}
-	pub = append(pub, "$JS.FC."+s+".>")
-	return pub, sub
+	r.Services = append(r.Services, "$JS.FC."+s+".>")
+	return r
 }
 
 // Provision makes sure every identity in ids has a seed file in dir

@@ -188,8 +188,8 @@ func TestRolesAreConfinedToTheirSubjects(t *testing.T) {
 		name, what, subject string
 		do                  func(nc *nats.Conn, subject string) error
 	}{
-		{"runtime", "read the audit", "sharedos.audit.acme.tool.invoked", sub},
-		{"runtime", "forge an audit event", "sharedos.audit.acme.tool.invoked", pub},
+		{"runtime", "read the audit", "sharedos.audit.live.acme.tool.invoked", sub},
+		{"runtime", "forge an audit event", "sharedos.audit.live.acme.tool.invoked", pub},
 		{"runtime", "use JetStream", "$JS.API.STREAM.INFO.SHAREDOS_AUDIT", pub},
 		{"runtime", "answer as a provider", "sharedos.provider.calendar.invoke", sub},
 		{"auditor-acme", "answer as a provider", "sharedos.provider.calendar.invoke", sub},
@@ -197,7 +197,7 @@ func TestRolesAreConfinedToTheirSubjects(t *testing.T) {
 		{"provider-calendar", "forge an audit segment", "sharedos.audit.seg.acme", pub},
 		{"provider-calendar", "open a turn", "sharedos.turn.open", pub},
 		{"provider-calendar", "call a provider", "sharedos.provider.calendar.invoke", pub},
-		{"auditor-acme", "watch another tenant", "sharedos.audit.globex.tool.invoked", sub},
+		{"auditor-acme", "watch another tenant", "sharedos.audit.live.globex.tool.invoked", sub},
 		{"auditor-acme", "read the stream's info", "$JS.API.STREAM.INFO.SHAREDOS_AUDIT", pub},
 		{"auditor-acme", "get a message directly", "$JS.API.DIRECT.GET.SHAREDOS_AUDIT", pub},
 		{"auditor-acme", "read another tenant's segments", "$JS.API.CONSUMER.CREATE.SHAREDOS_AUDIT.x.sharedos.audit.seg.globex", pub},
@@ -216,7 +216,7 @@ func TestRolesAreConfinedToTheirSubjects(t *testing.T) {
 	}
 	// What the roles are for still works.
 	nc, errs := watched(t, n, "auditor-acme")
-	if _, err := nc.SubscribeSync("sharedos.audit.acme.>"); err != nil {
+	if _, err := nc.SubscribeSync("sharedos.audit.live.acme.>"); err != nil {
 		t.Fatal(err)
 	}
 	if err := nc.FlushTimeout(5 * time.Second); err != nil {

@@ -1,0 +1,321 @@
+package node_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sharedos/sharedos/client"
+	"github.com/sharedos/sharedos/internal/audit"
+	"github.com/sharedos/sharedos/internal/config"
+	"github.com/sharedos/sharedos/internal/identity"
+	"github.com/sharedos/sharedos/internal/node"
+	"github.com/sharedos/sharedos/messages"
+)
+
+const isoStream = "SHAREDOS_AUDIT"
+
+// streamState is what a write into the audit stream would change: the
+// message count, the last sequence and the count on every subject.
+type streamState struct {
+	Msgs, LastSeq uint64
+	Subjects      map[string]uint64
+}
+
+func auditState(t *testing.T, js jetstream.JetStream) streamState {
+	t.Helper()
+	st, err := js.Stream(ctx(t), isoStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(ctx(t), jetstream.WithSubjectFilter(">"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return streamState{Msgs: info.State.Msgs, LastSeq: info.State.LastSeq, Subjects: info.State.Subjects}
+}
+
+// settledTrail writes acme's and globex's records and waits until the
+// node's checkpoint after them is the stream's last message: from then
+// on nothing but an attack writes to the stream.
+func settledTrail(t *testing.T, n *node.Node, js jetstream.JetStream) {
+	t.Helper()
+	tr, err := client.New(connectAs(t, n, "runtime"), nil).Open(ctx(t), client.Access{Tenant: "acme", Principal: "ada", Namespaces: []string{"text"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tr.Invoke(ctx(t), "text_stats", []byte(`{"text":"a b"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Close(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.New(connectAs(t, n, "globex-rt"), nil).ListTools(ctx(t), client.Access{Tenant: "globex", Principal: "gina"}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := js.Stream(ctx(t), isoStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait := ctx(t)
+	for {
+		last, err := st.GetLastMsgForSubject(wait, ">")
+		if err == nil && strings.HasPrefix(last.Subject, "sharedos.audit.checkpoint.") {
+			// The checkpoint is stored after the records it attests,
+			// and the last records were the globex listing's.
+			s := auditState(t, js)
+			if s.Subjects[audit.SegmentSubject("sharedos", "globex")] > 0 {
+				return
+			}
+		}
+		select {
+		case <-wait.Done():
+			t.Fatalf("no checkpoint after the trail: %v", err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// isolationNode is the sample node with a runtime of globex and
+// checkpoints every 100ms, so that a settled trail ends in one.
+func isolationNode(t *testing.T) *node.Node {
+	t.Helper()
+	cfg := sampleConfig(t, t.TempDir())
+	cfg.Identities = append(cfg.Identities, config.Identity{Name: "globex-rt", Role: "runtime", Tenants: []string{"globex"}})
+	n, err := node.Start(context.Background(), cfg, node.Options{Logger: slog.New(slog.DiscardHandler), CheckpointInterval: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = n.Shutdown(context.Background()) })
+	return n
+}
+
+// An attack: a request published by a role, with the reply subject set to
+// a subject of the audit stream.
+type injection struct {
+	role, subject string
+	body          []byte
+}
+
+// No request of any role writes into the audit stream, whatever reply
+// subject it names: every JetStream API, ack and flow-control subject a
+// reader may publish to, every turn subject a runtime may publish to, and
+// what a provider tries, each with every stream subject (each tenant's
+// segments, the node's checkpoints) as the reply; and no consumer
+// delivers into the stream, whatever deliver subject its creator names.
+// Each reply-subject injection is followed by the same request with a
+// reply of the attacker's own, answered, so the server has answered the
+// injection too before the stream is looked at. The stream's counts are
+// unchanged, the consumers the injections created exist (the requests
+// were served, not refused), and the trail verifies.
+func TestNoRoleWritesTheAuditStreamThroughAReplySubject(t *testing.T) {
+	n := isolationNode(t)
+	nodeConn := connectAs(t, n, "node")
+	js, err := jetstream.New(nodeConn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	settledTrail(t, n, js)
+	before := auditState(t, js)
+	targets := []string{
+		audit.SegmentSubject("sharedos", "acme"), audit.SegmentSubject("sharedos", "globex"),
+		audit.SegmentSubject("sharedos", "initech"), audit.CheckpointSubject("sharedos", "node-1"),
+	}
+	api := "$JS.API."
+	pull := func(key, name string) []byte {
+		return fmt.Appendf(nil, `{"stream_name":%q,"config":{%q:%q,"ack_policy":"explicit","deliver_policy":"all"}}`, isoStream, key, name)
+	}
+	acmeFilter := audit.SegmentSubject("sharedos", "acme")
+	var attacks []injection
+	for i := range targets {
+		own := fmt.Sprintf("atk-acme-%d", i)
+		all := fmt.Sprintf("atk-all-%d", i)
+		attacks = append(attacks,
+			// acme's reader: creating a consumer of its tenant (the
+			// reported attack: the answer, text the reader chose, landed
+			// in the reply's tenant trail), an invalid one (an error
+			// answer), and flow control.
+			injection{"auditor-acme", api + "CONSUMER.CREATE." + isoStream + "." + own + "." + acmeFilter,
+				fmt.Appendf(nil, `{"stream_name":%q,"config":{"name":%q,"filter_subject":%q,"ack_policy":"none","deliver_policy":"all"}}`, isoStream, own, acmeFilter)},
+			injection{"auditor-acme", api + "CONSUMER.CREATE." + isoStream + ".chosen-text." + acmeFilter, []byte(`{"config":{"name":"forged record text"}}`)},
+			injection{"auditor-acme", "$JS.FC." + isoStream + ".x.y", nil},
+			// The reader of every tenant: everything it may publish to.
+			injection{"auditor", api + "INFO", nil},
+			injection{"auditor", api + "STREAM.INFO." + isoStream, nil},
+			injection{"auditor", api + "STREAM.MSG.GET." + isoStream, []byte(`{"seq":1}`)},
+			injection{"auditor", api + "DIRECT.GET." + isoStream, []byte(`{"seq":1}`)},
+			injection{"auditor", api + "DIRECT.GET." + isoStream + "." + acmeFilter, nil},
+			injection{"auditor", api + "CONSUMER.CREATE." + isoStream + "." + all, pull("name", all)},
+			injection{"auditor", api + "CONSUMER.DURABLE.CREATE." + isoStream + "." + all + "d", pull("durable_name", all+"d")},
+			injection{"auditor", api + "CONSUMER.INFO." + isoStream + "." + all, nil},
+			// One pull re-stores the whole trail where it can.
+			injection{"auditor", api + "CONSUMER.MSG.NEXT." + isoStream + "." + all, []byte(`{"batch":1000,"no_wait":true}`)},
+			injection{"auditor", api + "CONSUMER.DELETE." + isoStream + ".absent", nil},
+			injection{"auditor", "$JS.FC." + isoStream + ".x.y", nil},
+			// A runtime: every turn subject (answered by the node, not
+			// recorded: the body is no request).
+			injection{"runtime", messages.OpenSubject("sharedos"), []byte("x")},
+			injection{"runtime", messages.TurnSubject("sharedos", "node-1", messages.OpList), []byte("x")},
+			injection{"runtime", messages.OneOpSubject("sharedos", messages.OpInvoke), []byte("x")},
+			// A provider may publish nothing but answers.
+			injection{"provider-calendar", api + "CONSUMER.MSG.NEXT." + isoStream + "." + all, []byte(`{"batch":1000}`)},
+			injection{"provider-calendar", api + "STREAM.INFO." + isoStream, nil},
+		)
+	}
+	conns := map[string]*nats.Conn{}
+	for _, a := range attacks {
+		nc := conns[a.role]
+		if nc == nil {
+			nc, _ = watched(t, n, a.role) // permission refusals are expected: collected, unread
+			conns[a.role] = nc
+		}
+	}
+	for i, a := range attacks {
+		target := targets[i/(len(attacks)/len(targets))]
+		nc := conns[a.role]
+		if err := nc.PublishRequest(a.subject, target, a.body); err != nil {
+			t.Fatal(err)
+		}
+		// The barrier: the same request, answered to the attacker. A
+		// pull answers it once the injected pull is served. (A provider
+		// is refused by its permissions, and flow control answers
+		// nothing: a flush is their barrier.)
+		if a.role == "provider-calendar" || strings.HasPrefix(a.subject, "$JS.FC.") {
+			continue
+		}
+		body := a.body
+		if strings.Contains(a.subject, "MSG.NEXT") {
+			body = []byte(`{"batch":1,"no_wait":true}`)
+		}
+		if _, err := nc.Request(a.subject, body, 5*time.Second); err != nil && !errors.Is(err, nats.ErrNoResponders) {
+			t.Fatalf("%s %s: %v", a.role, a.subject, err)
+		}
+	}
+
+	// The reader of every tenant acks a pulled message asking for more
+	// (+NXT), the more delivered to a stream subject.
+	auditor := conns["auditor"]
+	for i, target := range targets {
+		name := fmt.Sprintf("atk-all-%dd", i)
+		m, err := auditor.Request(api+"CONSUMER.MSG.NEXT."+isoStream+"."+name, []byte(`{"batch":1}`), 5*time.Second)
+		if err != nil || m.Reply == "" {
+			t.Fatalf("pull from %s: %v %+v", name, err, m)
+		}
+		if err := auditor.PublishRequest(m.Reply, target, []byte(`+NXT {"batch":1000}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Push consumers delivering into the stream, or to an API subject
+	// whose answers go to the deliveries' reply subjects.
+	for _, role := range []string{"auditor", "auditor-acme"} {
+		rjs, err := jetstream.New(conns[role])
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, deliver := range append(targets, api+"CONSUMER.MSG.NEXT."+isoStream+".atk-all-0", api+"DIRECT.GET."+isoStream) {
+			_, err := rjs.CreatePushConsumer(ctx(t), isoStream, jetstream.ConsumerConfig{
+				Name: fmt.Sprintf("push-%s-%d", role, i), FilterSubject: acmeFilter, DeliverSubject: deliver,
+				AckPolicy: jetstream.AckExplicitPolicy, DeliverPolicy: jetstream.DeliverAllPolicy,
+				FlowControl: true, IdleHeartbeat: time.Second,
+			})
+			if i < len(targets) && err == nil {
+				t.Errorf("%s: a push consumer delivering to %s was created", role, deliver)
+			}
+		}
+	}
+	for _, nc := range conns {
+		if err := nc.FlushTimeout(5 * time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The injected pulls were served: the consumers exist and delivered.
+	st, err := js.Stream(ctx(t), isoStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range targets {
+		for _, name := range []string{fmt.Sprintf("atk-acme-%d", i), fmt.Sprintf("atk-all-%d", i), fmt.Sprintf("atk-all-%dd", i)} {
+			c, err := st.Consumer(ctx(t), name)
+			if err != nil {
+				t.Fatalf("consumer %s, created by an injected request: %v", name, err)
+			}
+			if strings.HasPrefix(name, "atk-all") && c.CachedInfo().Delivered.Consumer == 0 {
+				t.Errorf("consumer %s delivered nothing: the injected pull was not served", name)
+			}
+		}
+	}
+	after := auditState(t, js)
+	if after.Msgs != before.Msgs || after.LastSeq != before.LastSeq || !sameCounts(before.Subjects, after.Subjects) {
+		t.Fatalf("the audit stream changed: before %+v, after %+v", before, after)
+	}
+	data, _ := readAll(t, connectAs(t, n, "auditor"))
+	if rep := audit.Verify(data, false); !rep.OK() {
+		t.Fatalf("verify after the attacks: %+v", rep.Violations)
+	}
+}
+
+func sameCounts(a, b map[string]uint64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// Every reader is a NATS account of its own: the rendered configuration
+// imports its JetStream subjects as services from the nodes' account and
+// its inbox and tenants' live copies as streams, and the subjects the
+// reader is refused stay refused.
+func TestReadersAreAccountsOfTheirOwn(t *testing.T) {
+	n := isolationNode(t)
+	var accounts struct {
+		Accounts map[string]json.RawMessage `json:"accounts"`
+	}
+	cfg := sampleConfig(t, t.TempDir())
+	cfg.Identities = append(cfg.Identities, config.Identity{Name: "globex-rt", Role: "runtime", Tenants: []string{"globex"}})
+	conf, err := identity.Provision(t.TempDir(), cfg.Bus(), cfg.EffectiveIdentities())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(conf), &accounts); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"auditor", "auditor-acme", "runtime", "globex-rt", identity.NodeAccount} {
+		if _, ok := accounts.Accounts[name]; !ok {
+			t.Errorf("no account %s in %s", name, conf)
+		}
+	}
+	// acme's reader watches acme's live copies, not globex's.
+	nc, errs := watched(t, n, "auditor-acme")
+	live, err := nc.SubscribeSync(audit.LiveSubjects("sharedos", "acme"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.New(connectAs(t, n, "runtime"), nil).ListTools(ctx(t), client.Access{Tenant: "acme", Principal: "ada"}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := live.NextMsg(10 * time.Second)
+	if err != nil {
+		t.Fatalf("acme's reader got no live copy of acme's: %v", err)
+	}
+	var ev audit.Event
+	if err := json.Unmarshal(m.Data, &ev); err != nil || ev.Tenant != "acme" {
+		t.Fatalf("live copy %s: %v", m.Data, err)
+	}
+	if _, err := nc.SubscribeSync(audit.LiveSubjects("sharedos", "globex")); err != nil {
+		t.Fatal(err)
+	}
+	refused(t, nc, errs, audit.LiveSubjects("sharedos", "globex"))
+}
