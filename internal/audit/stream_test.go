@@ -83,7 +83,9 @@ func TestStreamNeedsProblems(t *testing.T) {
 		{"captures the live copies", with(func(c *jetstream.StreamConfig) { c.Subjects = []string{"p.audit.>", "other"} }),
 			[]string{"subjects 'p.audit.>' capture the live copies p.audit.live.*.*.>, so every record would be stored twice — fix: nats stream edit S --subjects 'other,p.audit.seg.*,p.audit.checkpoint.*'"}},
 		{"a tenant named seg has its live copies under live, not seg", with(func(c *jetstream.StreamConfig) { c.Subjects = []string{"p.audit.seg.>", "p.audit.checkpoint.*"} }), nil},
-		{"captures one tenant's live copies", with(func(c *jetstream.StreamConfig) { c.Subjects = []string{"p.audit.seg.*", "p.audit.checkpoint.*", "p.audit.live.acme.>"} }),
+		{"captures one tenant's live copies", with(func(c *jetstream.StreamConfig) {
+			c.Subjects = []string{"p.audit.seg.*", "p.audit.checkpoint.*", "p.audit.live.acme.>"}
+		}),
 			[]string{"subjects 'p.audit.live.acme.>' capture the live copies p.audit.live.*.*.>"}},
 		{"memory", with(func(c *jetstream.StreamConfig) { c.Storage = jetstream.MemoryStorage }), []string{"storage is memory"}},
 		{"fewer replicas", with(func(c *jetstream.StreamConfig) { c.Replicas = 1 }), []string{"replicas 1, fewer than audit.replicas 3 — fix: nats stream edit S --replicas 3"}},
