@@ -242,12 +242,12 @@ func New(opts Options) (*Front, error) {
 	// check (on the wall clock) is off: a TokenInfo carries no Expiration.
 	bearer := auth.RequireBearerToken(f.verify, &auth.RequireBearerTokenOptions{ResourceMetadataURL: f.metaURL, AllowMissingExpiration: true})
 	chain := bearer(f.bind(rewrite(sdk)))
-	f.sdkHandler = f.checkOrigin(chain)
+	f.sdkHandler = f.deadlines(f.checkOrigin(chain))
 	f.busHandler = chain
 	if !opts.DisableFastPath {
 		f.busHandler = f.fast(chain)
 	}
-	f.handler = f.checkOrigin(f.busHandler)
+	f.handler = f.deadlines(f.checkOrigin(f.busHandler))
 	return f, nil
 }
 

@@ -457,6 +457,13 @@ func (n *Node) serveHTTP() error {
 	if err != nil {
 		return fmt.Errorf("node: http %s: %w", n.cfg.Node.HTTP, err)
 	}
+	bounds := httpBoundsOf(n.cfg.Node)
+	if slots := connSlots(bounds.maxConns, fileLimit()); slots != bounds.maxConns {
+		n.log.Warn("http: fewer connections than node.http_max_connections: at most half the descriptor limit (RLIMIT_NOFILE) goes to HTTP",
+			"configured", bounds.maxConns, "slots", slots, "limit", fileLimit())
+		bounds.maxConns = slots
+	}
+	ln = newLimitListener(ln, bounds.maxConns)
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(n.metrics.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /status", n.serveStatus)
@@ -475,7 +482,7 @@ func (n *Node) serveHTTP() error {
 		_, _ = w.Write([]byte("ready\n"))
 	})
 	n.httpLn = ln
-	n.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	n.httpSrv = bounds.server(mux, n.log)
 	go func() {
 		if err := n.httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			n.log.Error("http server", "err", err)
