@@ -13,8 +13,11 @@ import (
 	"os/signal"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/sharedos/sharedos/internal/audit"
 )
@@ -37,7 +40,7 @@ func auditCmd(args []string) error {
 	synopsis := map[string]string{
 		"tail":   "[--tenant T] [--turn ID] [--type TYPE,...] [--from-start] [--durable NAME] [flags]",
 		"export": "[--out FILE] [--tenant T] [--turn ID] [--type TYPE,...] [flags]",
-		"verify": "[--file FILE] [--trust KEYS] [--anchor CHECKPOINT,...] [--open-ok=false] [--tenant T] [--turn ID] [flags]",
+		"verify": "[--file FILE] [--trust KEYS] [--anchor CHECKPOINT,...] [--open-ok=false] [--unattested-ok=false] [--tenant T] [--turn ID] [flags]",
 		"keys":   "[--local] [--key FILE] [flags]",
 	}[sub]
 	fs := newFlags("audit "+sub, synopsis, map[string]string{
@@ -57,22 +60,26 @@ func auditCmd(args []string) error {
 	if sub == "tail" || sub == "export" {
 		fs.StringVar(&types, "type", "", "only these event types, comma separated (e.g. tool.invoked,tool.completed)")
 	}
-	var fromStart, live, localOnly *bool
-	var durable, out, file, trust, anchor, keyFile *string
+	// Every subcommand's options are values, each subcommand registering
+	// the flags it takes: an option another subcommand owns reads as its
+	// zero value here, never as a nil pointer.
+	var fromStart, live, unattestedOK, localOnly bool
+	var durable, out, file, trust, anchor, keyFile string
 	switch sub {
 	case "tail":
-		fromStart = fs.Bool("from-start", false, "start from the first stored event instead of new ones")
-		durable = fs.String("durable", "", "consume through this durable consumer (resumes where it stopped)")
+		fs.BoolVar(&fromStart, "from-start", false, "start from the first stored event instead of new ones")
+		fs.StringVar(&durable, "durable", "", "consume through this durable consumer (resumes where it stopped)")
 	case "export":
-		out = fs.String("out", "", "write to this file instead of stdout")
+		fs.StringVar(&out, "out", "", "write to this file instead of stdout")
 	case "verify":
-		file = fs.String("file", "", "read this JSON-lines export instead of the stream")
-		live = fs.Bool("open-ok", true, "accept turns that are still open (no turn.closed yet)")
-		trust = fs.String("trust", "", "file of trusted checkpoint public keys (hex lines, PEM, or the JSON of node audit keys)")
-		anchor = fs.String("anchor", "", "checkpoint records known to be genuine, e.g. <data_dir>/audit/checkpoint.json (comma separated files)")
+		fs.StringVar(&file, "file", "", "read this JSON-lines export instead of the stream")
+		fs.BoolVar(&live, "open-ok", true, "accept turns that are still open (no turn.closed yet)")
+		fs.BoolVar(&unattestedOK, "unattested-ok", true, "accept events no checkpoint attests yet (the last checkpoints' tail of a running node, a node without checkpoints); false: each is a violation, for the trail of stopped nodes")
+		fs.StringVar(&trust, "trust", "", "file of trusted checkpoint public keys (hex lines, PEM, or the JSON of node audit keys)")
+		fs.StringVar(&anchor, "anchor", "", "checkpoint records known to be genuine, e.g. <data_dir>/audit/checkpoint.json (comma separated files)")
 	case "keys":
-		keyFile = fs.String("key", "", "the node's key file (default: <data_dir>/keys/audit-ed25519.key from --config)")
-		localOnly = fs.Bool("local", false, "only the local key file, without reading the stream")
+		fs.StringVar(&keyFile, "key", "", "the node's key file (default: <data_dir>/keys/audit-ed25519.key from --config)")
+		fs.BoolVar(&localOnly, "local", false, "only the local key file, without reading the stream")
 	}
 	if err := parse(fs, args); err != nil {
 		return err
@@ -92,40 +99,45 @@ func auditCmd(args []string) error {
 	var vopts audit.VerifyOptions
 	if sub == "verify" {
 		var err error
-		if vopts, err = verifyOptions(filter, *trust, *anchor); err != nil {
+		if vopts, err = verifyOptions(filter, trust, anchor); err != nil {
 			return err
 		}
-		if *file != "" {
-			f, err := os.Open(*file)
+		vopts.AllAttested = !unattestedOK
+		if file != "" {
+			f, err := os.Open(file)
 			if err != nil {
 				return err
 			}
 			defer f.Close()
-			return verify(func(fn func([]byte) error) error { return readLines(f, fn) }, vopts, *live)
+			return verify(func(fn func([]byte) error) error { return readLines(f, fn) }, vopts, live, nil)
 		}
 	}
-	if sub == "keys" && *localOnly {
-		return printKeys(&c, *keyFile, nil)
+	if sub == "keys" && localOnly {
+		return printKeys(&c, keyFile, nil)
 	}
 	nc, err := c.dial()
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
+	var bus refusals
+	nc.SetErrorHandler(bus.handle)
 	// One tenant's records are read through a push consumer pinned to
 	// the tenant's segments: all a reader bound to some tenants may do
 	// (docs/security.md), and as good for every other reader.
-	opts := audit.TailOptions{Prefix: c.prefix, Stream: c.stream, Filter: filter, Push: filter.Tenant != "" && *durable == ""}
+	opts := audit.TailOptions{Prefix: c.prefix, Stream: c.stream, Filter: filter, Push: filter.Tenant != "" && durable == ""}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	switch sub {
 	case "tail":
-		opts.Durable, opts.FromStart = *durable, *fromStart
+		opts.Durable, opts.FromStart = durable, fromStart
 		w := bufio.NewWriter(stdout)
-		err := audit.Tail(ctx, nc, opts, func(data []byte, _ *audit.Event) error {
-			w.Write(data)
-			w.WriteByte('\n')
-			return w.Flush()
+		err := bus.read(ctx, func(ctx context.Context) error {
+			return audit.Tail(ctx, nc, opts, func(data []byte, _ *audit.Event) error {
+				w.Write(data)
+				w.WriteByte('\n')
+				return w.Flush()
+			})
 		})
 		if errors.Is(err, context.Canceled) {
 			return nil
@@ -133,8 +145,8 @@ func auditCmd(args []string) error {
 		return err
 	case "export":
 		var dst io.Writer = stdout
-		if *out != "" {
-			f, err := os.Create(*out)
+		if out != "" {
+			f, err := os.Create(out)
 			if err != nil {
 				return err
 			}
@@ -143,32 +155,51 @@ func auditCmd(args []string) error {
 		}
 		w := bufio.NewWriter(dst)
 		n := 0
-		if err := audit.ReadAll(ctx, nc, opts, func(data []byte, _ *audit.Event) error {
-			n++
-			w.Write(data)
-			return w.WriteByte('\n')
+		if err := bus.read(ctx, func(ctx context.Context) error {
+			return audit.ReadAll(ctx, nc, opts, func(data []byte, _ *audit.Event) error {
+				n++
+				w.Write(data)
+				return w.WriteByte('\n')
+			})
 		}); err != nil {
 			return err
 		}
 		if err := w.Flush(); err != nil {
 			return err
 		}
-		if *out != "" {
-			return printJSON(map[string]any{"exported": n, "file": *out})
+		if out != "" {
+			return printJSON(map[string]any{"exported": n, "file": out})
 		}
 		fmt.Fprintf(stderr, "node: exported %d records\n", n)
 		return nil
 	case "verify":
 		// The whole stream, checkpoints included; the verifier applies
 		// --tenant and --turn itself (the stream's subject and header
-		// filters would leave the checkpoints out).
-		opts.Filter = audit.TailFilter{}
+		// filters would leave the checkpoints out). A reader the bus
+		// refuses the whole stream reads the tenant's segments instead —
+		// all a reader bound to some tenants may read — without the
+		// checkpoints.
+		whole := opts
+		whole.Filter, whole.Push = audit.TailFilter{}, false
+		segmentsOnly := false
 		return verify(func(fn func([]byte) error) error {
-			return audit.ReadAll(ctx, nc, opts, func(data []byte, _ *audit.Event) error { return fn(data) })
-		}, vopts, *live)
+			n := 0
+			err := bus.read(ctx, func(ctx context.Context) error {
+				return audit.ReadAll(ctx, nc, whole, func(data []byte, _ *audit.Event) error { n++; return fn(data) })
+			})
+			if !errors.As(err, new(busRefused)) || n > 0 || filter.Tenant == "" {
+				return err
+			}
+			segmentsOnly = true
+			return bus.read(ctx, func(ctx context.Context) error {
+				return audit.ReadAll(ctx, nc, opts, func(data []byte, _ *audit.Event) error { return fn(data) })
+			})
+		}, vopts, live, &segmentsOnly)
 	case "keys":
-		return printKeys(&c, *keyFile, func(fn func([]byte) error) error {
-			return audit.ReadAll(ctx, nc, opts, func(data []byte, _ *audit.Event) error { return fn(data) })
+		return printKeys(&c, keyFile, func(fn func([]byte) error) error {
+			return bus.read(ctx, func(ctx context.Context) error {
+				return audit.ReadAll(ctx, nc, opts, func(data []byte, _ *audit.Event) error { return fn(data) })
+			})
 		})
 	default:
 		return fmt.Errorf("unknown audit subcommand %q", sub)
@@ -196,9 +227,50 @@ func verifyOptions(filter audit.TailFilter, trust, anchors string) (audit.Verify
 	return opts, nil
 }
 
+// refusals ends a read when the bus refuses one of its requests: the bus
+// reports a permissions violation asynchronously, and the request it
+// refused would otherwise wait out its timeout (or, for a tail, forever).
+type refusals struct {
+	mu     sync.Mutex
+	cancel context.CancelCauseFunc // the read in progress
+}
+
+// busRefused is a read the bus did not permit.
+type busRefused struct{ error }
+
+func (r *refusals) handle(_ *nats.Conn, _ *nats.Subscription, err error) {
+	if !errors.Is(err, nats.ErrPermissionViolation) {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cancel != nil {
+		r.cancel(err)
+	}
+}
+
+// read runs fn with a context the bus's first refusal cancels, and
+// returns that refusal as a busRefused error.
+func (r *refusals) read(ctx context.Context, fn func(context.Context) error) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	r.mu.Lock()
+	r.cancel = cancel
+	r.mu.Unlock()
+	err := fn(ctx)
+	r.mu.Lock()
+	r.cancel = nil
+	r.mu.Unlock()
+	if cause := context.Cause(ctx); errors.Is(cause, nats.ErrPermissionViolation) {
+		return busRefused{fmt.Errorf("the bus refused this read to the identity (a reader bound to some tenants reads only theirs, with --tenant): %w", cause)}
+	}
+	return err
+}
+
 // verify runs the verifier over records from read and prints its report;
-// a violation exits 4.
-func verify(read func(func([]byte) error) error, opts audit.VerifyOptions, openOK bool) error {
+// a violation exits 4. segmentsOnly, when set, says whether read got one
+// tenant's segments only (no checkpoints).
+func verify(read func(func([]byte) error) error, opts audit.VerifyOptions, openOK bool, segmentsOnly *bool) error {
 	v, err := audit.NewVerifierWith(opts)
 	if err != nil {
 		return err
@@ -214,14 +286,22 @@ func verify(read func(func([]byte) error) error, opts audit.VerifyOptions, openO
 	if rep.Heads == nil {
 		rep.Heads = []audit.NodeHead{}
 	}
+	if rep.UnattestedNodes == nil {
+		rep.UnattestedNodes = []audit.NodeUnattested{}
+	}
 	el := time.Since(start)
 	rate := float64(rep.Events+rep.Checkpoints) / max(el.Seconds(), 1e-9)
 	out := map[string]any{
 		"ok": rep.OK(), "events": rep.Events, "turns": rep.Turns, "closed_turns": rep.Closed,
 		"checkpoints": rep.Checkpoints, "events_covered": rep.Covered, "trust": rep.Trust, "nodes": rep.Heads,
+		"events_unattested": rep.Unattested, "unattested": rep.UnattestedNodes,
 		"violations": rep.Violations, "events_per_second": int64(rate), "elapsed": el.String(),
 	}
 	switch {
+	case segmentsOnly != nil && *segmentsOnly:
+		out["warning"] = "read as a reader of tenant " + opts.Tenant + ": its segments only, without the nodes' checkpoints (which only a reader of every tenant may read): chains, the catalogue join and calls are checked; no event is attested, so deleting a whole turn or a turn's tail is not detectable here"
+	case rep.Trust == audit.TrustUnattested:
+		out["warning"] = fmt.Sprintf("%d event(s) are attested by no checkpoint (see unattested): events of the last checkpoint interval of a running node, of a node without checkpoints, or inserted; a trail of stopped nodes is all attested (verify it with --unattested-ok=false)", rep.Unattested)
 	case rep.Trust == audit.TrustEmbedded && rep.Checkpoints > 0:
 		out["warning"] = "checkpoint signatures were checked against the keys the checkpoints carry: this proves the trail consistent with itself, not that the nodes wrote it; pass --trust with the nodes' public keys (node audit keys --local on each node)"
 	case rep.Checkpoints == 0 && rep.Events > 0:
