@@ -28,6 +28,8 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+
+	"github.com/sharedos/sharedos/internal/audit"
 )
 
 // Role is what an identity may do.
@@ -93,8 +95,11 @@ func (id Identity) Validate() error {
 			return fmt.Errorf("%w: %s %s: tenants are required (%q for all)", ErrInvalid, id.Role, id.Name, AllTenants)
 		}
 		for _, t := range id.Tenants {
-			if t == "" {
-				return fmt.Errorf("%w: %s: empty tenant", ErrInvalid, id.Name)
+			if t == AllTenants {
+				continue
+			}
+			if err := audit.CheckTenant(t); err != nil {
+				return fmt.Errorf("%w: %s: %w", ErrInvalid, id.Name, err)
 			}
 		}
 	case Provider:
@@ -118,6 +123,9 @@ func (id Identity) Validate() error {
 		if !ok {
 			return fmt.Errorf("%w: %s: credential %q must be tenant/profile", ErrInvalid, id.Name, c)
 		}
+		if err := audit.CheckTenant(t); err != nil {
+			return fmt.Errorf("%w: %s: credential %q: %w", ErrInvalid, id.Name, c, err)
+		}
 		if !id.tenant(t) {
 			return fmt.Errorf("%w: %s: credential %q is of a tenant the identity is not bound to", ErrInvalid, id.Name, c)
 		}
@@ -126,6 +134,9 @@ func (id Identity) Validate() error {
 		t, _, ok := splitPrincipal(p)
 		if !ok {
 			return fmt.Errorf("%w: %s: principal %q must be tenant/principal", ErrInvalid, id.Name, p)
+		}
+		if err := audit.CheckTenant(t); err != nil {
+			return fmt.Errorf("%w: %s: principal %q: %w", ErrInvalid, id.Name, p, err)
 		}
 		if !id.tenant(t) {
 			return fmt.Errorf("%w: %s: principal %q is of a tenant the identity is not bound to", ErrInvalid, id.Name, p)

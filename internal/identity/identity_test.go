@@ -53,9 +53,22 @@ func TestValidate(t *testing.T) {
 		{"principal not tenant/principal", identity.Identity{Name: "x", Role: identity.Runtime, Tenants: []string{"a"}, Principals: []string{"ada"}}},
 		{"principal of an unbound tenant", identity.Identity{Name: "x", Role: identity.Runtime, Tenants: []string{"a"}, Principals: []string{"b/ada"}}},
 		{"principals on an audit reader", identity.Identity{Name: "x", Role: identity.Audit, Tenants: []string{"a"}, Principals: []string{"a/ada"}}},
+		{"a tenant of two tokens", identity.Identity{Name: "x", Role: identity.Audit, Tenants: []string{"acme.seg"}}},
+		{"a tenant that is a wildcard", identity.Identity{Name: "x", Role: identity.Audit, Tenants: []string{">"}}},
+		{"a runtime tenant with a space", identity.Identity{Name: "x", Role: identity.Runtime, Tenants: []string{"a b"}}},
+		{"an empty tenant", identity.Identity{Name: "x", Role: identity.Runtime, Tenants: []string{""}}},
+		{"a principal of a dotted tenant", identity.Identity{Name: "x", Role: identity.Runtime, Tenants: []string{identity.AllTenants}, Principals: []string{"a.b/ada"}}},
+		{"a credential of a dotted tenant", identity.Identity{Name: "x", Role: identity.Runtime, Tenants: []string{identity.AllTenants}, Credentials: []string{"a.*/gh"}}},
 	} {
 		if err := c.id.Validate(); !errors.Is(err, identity.ErrInvalid) {
 			t.Errorf("%s: %v, want ErrInvalid", c.name, err)
+		}
+	}
+	// No tenant name is reserved: each is behind a kind token in every
+	// audit subject.
+	for _, tn := range []string{"seg", "checkpoint", "live", "audit"} {
+		if err := (identity.Identity{Name: "x", Role: identity.Audit, Tenants: []string{tn}}).Validate(); err != nil {
+			t.Errorf("tenant %s: %v", tn, err)
 		}
 	}
 	if _, err := identity.NewSet([]identity.Identity{{Name: "n", Role: identity.Node}, {Name: "n", Role: identity.Node}}); !errors.Is(err, identity.ErrInvalid) {
@@ -72,7 +85,8 @@ func TestServerConfigIsValidNATSConfiguration(t *testing.T) {
 		{Name: "node", Role: identity.Node},
 		{Name: "rt", Role: identity.Runtime, Tenants: []string{"acme"}},
 		{Name: "p", Role: identity.Provider, Provider: "calendar"},
-		{Name: "a", Role: identity.Audit, Tenants: []string{"acme", "a.b"}},
+		{Name: "a", Role: identity.Audit, Tenants: []string{"acme", "seg"}},
+		{Name: "all", Role: identity.Audit, Tenants: []string{identity.AllTenants}},
 	}
 	conf, err := identity.Provision(dir, identity.Bus{Prefix: "sharedos", Stream: "S"}, ids)
 	if err != nil {
@@ -82,14 +96,33 @@ func TestServerConfigIsValidNATSConfiguration(t *testing.T) {
 	if err := o.ProcessConfigString(conf); err != nil {
 		t.Fatalf("nats-server refuses it: %v\n%s", err, conf)
 	}
-	if len(o.Nkeys) != 4 {
-		t.Fatalf("%d nkey users, want 4", len(o.Nkeys))
+	if len(o.Nkeys) != 5 {
+		t.Fatalf("%d nkey users, want 5", len(o.Nkeys))
 	}
 	for _, want := range []string{`"account": "SHAREDOS"`, `"sharedos.turn.>"`, `"sharedos.provider.calendar.>"`,
-		`"$JS.API.CONSUMER.CREATE.S.*.sharedos.audit.seg.acme"`, `"$JS.API.CONSUMER.CREATE.S.*.sharedos.audit.seg.~612e62"`, `"_INBOX_a.>"`} {
+		`"$JS.API.CONSUMER.CREATE.S.*.sharedos.audit.seg.acme"`, `"$JS.API.CONSUMER.CREATE.S.*.sharedos.audit.seg.seg"`,
+		`"sharedos.audit.live.seg.>"`, `"_INBOX_a.>"`, `"response_type": "stream"`} {
 		if !strings.Contains(conf, want) {
 			t.Errorf("configuration lacks %s", want)
 		}
+	}
+	// Each reader is an account of its own; the nodes' account holds
+	// the nodes and the providers.
+	accounts := map[string]int{}
+	for _, acc := range o.Accounts {
+		for _, nk := range o.Nkeys {
+			if nk.Account == acc {
+				accounts[acc.Name]++
+			}
+		}
+	}
+	if accounts["a"] != 1 || accounts["all"] != 1 || accounts["rt"] != 1 || accounts[identity.NodeAccount] != 2 {
+		t.Fatalf("users per account %v", accounts)
+	}
+	// A tenant that is not one token is refused, not rendered.
+	if _, err := identity.Provision(dir, identity.Bus{Prefix: "sharedos", Stream: "S"},
+		[]identity.Identity{{Name: "b", Role: identity.Audit, Tenants: []string{"acme.>"}}}); !errors.Is(err, identity.ErrInvalid) {
+		t.Fatalf("a tenant acme.>: %v", err)
 	}
 	// A runtime named like the nodes' account is refused.
 	if _, err := identity.Provision(dir, identity.Bus{Prefix: "sharedos", Stream: "S"},

@@ -89,6 +89,10 @@ func ServerConfig(bus Bus, ids []Identity, keys Keys) (string, error) {
 	accounts := map[string]*account{bus.Account: &node}
 	exports := newExportSet()
 	for _, id := range ids {
+		// Every tenant rendered into a subject is one valid token.
+		if err := id.Validate(); err != nil {
+			return "", err
+		}
 		key, ok := keys[id.Name]
 		if !ok || key == "" {
 			return "", fmt.Errorf("identity: no key for %s", id.Name)

@@ -319,3 +319,89 @@ func TestReadersAreAccountsOfTheirOwn(t *testing.T) {
 	}
 	refused(t, nc, errs, audit.LiveSubjects("sharedos", "globex"))
 }
+
+// Readers of tenants named like the audit subjects' kinds — seg,
+// checkpoint — read their own tenant and nothing else: the subjects that
+// were every tenant's segments and every node's checkpoints under the
+// live copies' old layout (<prefix>.audit.<tenant>.…) are refused to
+// them, a push read of another tenant is refused, and their live copies
+// are their tenant's only.
+func TestTenantsNamedLikeKindsReadOnlyThemselves(t *testing.T) {
+	cfg := sampleConfig(t, t.TempDir())
+	cfg.Identities = append(cfg.Identities,
+		config.Identity{Name: "globex-rt", Role: "runtime", Tenants: []string{"globex"}},
+		config.Identity{Name: "kinds-rt", Role: "runtime", Tenants: []string{"seg", "checkpoint"}},
+		config.Identity{Name: "auditor-seg", Role: "audit", Tenants: []string{"seg"}},
+		config.Identity{Name: "auditor-checkpoint", Role: "audit", Tenants: []string{"checkpoint"}},
+	)
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("tenants seg and checkpoint: %v", err)
+	}
+	n, err := node.Start(context.Background(), cfg, node.Options{Logger: slog.New(slog.DiscardHandler), CheckpointInterval: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = n.Shutdown(context.Background()) })
+
+	for _, c := range []struct{ reader, subject string }{
+		{"auditor-seg", "sharedos.audit.seg.>"},
+		{"auditor-seg", audit.SegmentSubject("sharedos", "globex")},
+		{"auditor-checkpoint", "sharedos.audit.checkpoint.>"},
+		{"auditor-checkpoint", audit.CheckpointSubject("sharedos", "node-1")},
+	} {
+		nc, errs := watched(t, n, c.reader)
+		if _, err := nc.SubscribeSync(c.subject); err != nil {
+			t.Fatal(err)
+		}
+		refused(t, nc, errs, c.subject)
+	}
+
+	kinds := client.New(connectAs(t, n, "kinds-rt"), nil)
+	globex := client.New(connectAs(t, n, "globex-rt"), nil)
+	for _, tenant := range []string{"seg", "checkpoint"} {
+		reader := connectAs(t, n, "auditor-"+tenant)
+		live, err := reader.SubscribeSync(audit.LiveSubjects("sharedos", tenant))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := reader.FlushTimeout(5 * time.Second); err != nil {
+			t.Fatal(err)
+		}
+		// globex's records are written before the reader's tenant's, by
+		// the same writer, so a copy of them would arrive first.
+		if _, err := globex.ListTools(ctx(t), client.Access{Tenant: "globex", Principal: "gina"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := kinds.ListTools(ctx(t), client.Access{Tenant: tenant, Principal: "sam"}); err != nil {
+			t.Fatal(err)
+		}
+		m, err := live.NextMsg(10 * time.Second)
+		if err != nil {
+			t.Fatalf("%s's reader: no live copy: %v", tenant, err)
+		}
+		var ev audit.Event
+		if err := json.Unmarshal(m.Data, &ev); err != nil || ev.Tenant != tenant {
+			t.Fatalf("%s's reader got %s on %s", tenant, m.Data, m.Subject)
+		}
+		// Its push read is its tenant's records only; globex's is refused.
+		var got []string
+		err = audit.ReadAll(ctx(t), reader, audit.TailOptions{Filter: audit.TailFilter{Tenant: tenant}, Push: true}, func(_ []byte, ev *audit.Event) error {
+			if ev == nil {
+				return errors.New("an undecodable record")
+			}
+			got = append(got, ev.Tenant)
+			return nil
+		})
+		if err != nil || len(got) == 0 || strings.Count(strings.Join(got, ","), tenant) != len(got) {
+			t.Fatalf("%s's reader read %v: %v", tenant, got, err)
+		}
+		short, cancel := context.WithTimeout(context.Background(), time.Second)
+		err = audit.ReadAll(short, reader, audit.TailOptions{Filter: audit.TailFilter{Tenant: "globex"}, Push: true}, func([]byte, *audit.Event) error {
+			return errors.New("a globex record")
+		})
+		cancel()
+		if err == nil || strings.Contains(err.Error(), "a globex record") {
+			t.Fatalf("%s's reader reading globex: %v", tenant, err)
+		}
+	}
+}
