@@ -171,6 +171,22 @@ type Node struct {
 	// Default <data_dir>/creds; in a cluster every node must use the same
 	// one (the same identities on every server).
 	CredsDir string `yaml:"creds_dir"`
+	// The HTTP listener's bounds (docs/operations.md, "The HTTP
+	// listener"); zero: the node's defaults. HTTPReadHeaderTimeout bounds
+	// reading a request's header (default 5s), HTTPReadTimeout its whole
+	// request, body included (30s), HTTPWriteTimeout writing its answer
+	// (30s; /mcp moves both to the MCP request's own timeout once its
+	// body is read), HTTPIdleTimeout a keep-alive connection's wait for
+	// its next request (60s). HTTPMaxHeaderBytes bounds a request's
+	// header (64 KiB). HTTPMaxConnections bounds the connections open at
+	// once (4096; at most half the process's descriptor limit): the rest
+	// wait in the listen backlog until one closes.
+	HTTPReadHeaderTimeout Duration `yaml:"http_read_header_timeout"`
+	HTTPReadTimeout       Duration `yaml:"http_read_timeout"`
+	HTTPWriteTimeout      Duration `yaml:"http_write_timeout"`
+	HTTPIdleTimeout       Duration `yaml:"http_idle_timeout"`
+	HTTPMaxHeaderBytes    int      `yaml:"http_max_header_bytes"`
+	HTTPMaxConnections    int      `yaml:"http_max_connections"`
 }
 
 // NATS is how the node reaches NATS.
@@ -596,6 +612,9 @@ func (c *Config) Validate() error {
 	}
 	if m := c.NATS.MaxMessageBytes; m < MinMessageBytes || m > MaxMessageBytes {
 		add("nats.max_message_bytes %d must be between %d (64 KiB) and %d (64 MiB, the most NATS allows)", m, MinMessageBytes, MaxMessageBytes)
+	}
+	if n := c.Node; n.HTTPReadHeaderTimeout < 0 || n.HTTPReadTimeout < 0 || n.HTTPWriteTimeout < 0 || n.HTTPIdleTimeout < 0 || n.HTTPMaxHeaderBytes < 0 || n.HTTPMaxConnections < 0 {
+		add("node.http_* timeouts and bounds must not be negative")
 	}
 	if c.Kernel.ResolveTimeout < 0 || c.Kernel.CallTimeout < 0 || c.Kernel.IdleTimeout < 0 {
 		add("kernel timeouts must not be negative")
