@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -428,5 +429,83 @@ func TestTurnFailsClosedWhenAuditIsNotStored(t *testing.T) {
 	}
 	if got := events(f, o.TurnID, audit.TurnClosed); len(got) != 1 || got[0].Close.Reason != "audit_unavailable" {
 		t.Fatalf("turn.closed: %+v", got)
+	}
+}
+
+// heldReceipt completes when its channel is closed, with err.
+type heldReceipt struct {
+	done <-chan struct{}
+	err  error
+}
+
+func (r heldReceipt) Done() <-chan struct{} { return r.done }
+func (r heldReceipt) Err() error            { return r.err }
+
+// lostStreamSink stores every record in next; once lost is set, the next
+// tool.invoked fails when fail is closed (the writer's retry window ran
+// out) and every later record never completes (the stream stays gone).
+type lostStreamSink struct {
+	next  *audit.Memory
+	lost  atomic.Bool
+	fail  chan struct{}
+	never chan struct{}
+}
+
+func (s *lostStreamSink) Emit(rec *audit.Record) audit.Receipt {
+	s.next.Emit(rec)
+	switch {
+	case !s.lost.Load():
+		return audit.Completed(nil)
+	case rec.Event.Type == audit.ToolInvoked:
+		return heldReceipt{done: s.fail, err: errors.New("stream unavailable")}
+	default:
+		return heldReceipt{done: s.never}
+	}
+}
+
+// A call whose tool.invoked the stream did not store is answered
+// audit_unavailable as soon as that is known — not after a second wait
+// for its completion record, which cannot be stored either — and a retry
+// of it, reaching the turn that is failing closed for it, gets that same
+// answer (its call id), not turn_closed or a refusal that hides it.
+func TestLostInvokedRecordAnsweredOnceAndToRetries(t *testing.T) {
+	f := conformance.NewFixture(t)
+	sink := &lostStreamSink{next: f.Sink, fail: make(chan struct{}), never: make(chan struct{})}
+	t.Cleanup(func() { close(sink.never) })
+	k := start(t, f, func(o *actors.Options) { o.Sink = sink })
+	c := ctx(t)
+	who, _ := openAs(t, k, conformance.Ada)
+	if _, err := k.ListTools(c, who); err != nil {
+		t.Fatal(err)
+	}
+	sink.lost.Store(true)
+	first := make(chan error, 1)
+	go func() {
+		_, err := k.InvokeKeyed(c, who, "req-1", "notion_search", args("acme"))
+		first <- err
+	}()
+	if err := f.Sink.WaitFor(c, func(rs []*audit.Record) bool {
+		return slices.ContainsFunc(rs, func(r *audit.Record) bool { return r.Event.Type == audit.ToolInvoked })
+	}); err != nil {
+		t.Fatal(err)
+	}
+	close(sink.fail)
+	err := <-first
+	var ce *actors.CallError
+	if !errors.Is(err, reason.ErrAuditUnavailable) || !errors.As(err, &ce) || ce.CallID == "" || ce.Dispatch != actors.NotDispatched {
+		t.Fatalf("the call whose tool.invoked was lost: %v, want audit_unavailable naming its call, not dispatched", err)
+	}
+	if f.Notion.InvokeCalls() != 0 {
+		t.Fatal("the tool ran although its tool.invoked was not stored")
+	}
+	for range 2 { // while the turn fails closed, and once it has closed
+		_, rerr := k.InvokeKeyed(c, who, "req-1", "notion_search", args("acme"))
+		var re *actors.CallError
+		if !errors.Is(rerr, reason.ErrAuditUnavailable) || !errors.As(rerr, &re) || re.CallID != ce.CallID {
+			t.Fatalf("a retry of the lost call: %v, want its first answer (audit_unavailable, call %s)", rerr, ce.CallID)
+		}
+	}
+	if _, err := k.InvokeKeyed(c, who, "req-2", "notion_search", args("acme")); err == nil || reason.Of(err) != reason.AuditUnavailable && reason.Of(err) != reason.TurnClosed {
+		t.Fatalf("a new call on the failed turn: %v, want audit_unavailable or turn_closed", err)
 	}
 }

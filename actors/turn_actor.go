@@ -206,6 +206,9 @@ func (a *turnActor) serving(ctx actor.Context) {
 		a.release(ctx, ctx.Sender(), msg)
 	case *listTools, *listNamespaces, *updateNamespaces, *invokeTool, *describeTurn:
 		if a.failed {
+			if inv, ok := msg.(*invokeTool); ok && a.replayRetry(ctx, ctx.Sender(), inv) {
+				return
+			}
 			ctx.Respond(reason.New(reason.AuditUnavailable, "turn %s closed: the audit stream did not store one of its records", a.turnID))
 			return
 		}
@@ -531,6 +534,7 @@ func (a *turnActor) invoke(ctx actor.Context, sender *actor.PID, msg *invokeTool
 				c.comp.Err = reason.New(reason.DeadlineExceeded, "the caller's deadline passed before tool.invoked was stored; the call did not run")
 			} else {
 				c.comp.Err = reason.New(reason.AuditUnavailable, "audit did not store tool.invoked; the call did not run: %v", err)
+				c.unrecorded = true
 			}
 			root.Send(self, c)
 			return
@@ -577,6 +581,11 @@ func (a *turnActor) complete(ctx actor.Context, msg *completed) {
 		return
 	}
 	receipt := a.emit(rec)
+	if msg.unrecorded {
+		// What the caller is told is the failure itself: nothing ran, and
+		// no record of its answer is outstanding that it must wait for.
+		receipt = audit.Completed(nil)
+	}
 	var ans any
 	if msg.comp.Err != nil {
 		ans = &CallError{Err: msg.comp.Err, CallID: msg.comp.CallID, CatalogHash: rec.Event.CatalogHash, Dispatch: pc.dispatch()}
@@ -661,11 +670,28 @@ func (a *turnActor) finished(ctx actor.Context) {
 	case *completed:
 		// Cannot happen: a turn finishes only with nothing in flight.
 		a.sh.log.Error("turn: completion after close", "turn", a.turnID, "call", msg.comp.CallID)
+	case *invokeTool:
+		if !a.replayRetry(ctx, ctx.Sender(), msg) {
+			ctx.Respond(reason.New(reason.TurnClosed, "turn %s is closed", a.turnID))
+		}
 	default:
 		if ctx.Sender() != nil {
 			ctx.Respond(reason.New(reason.TurnClosed, "turn %s is closed", a.turnID))
 		}
 	}
+}
+
+// replayRetry answers a retry of a keyed call the turn already decided,
+// from a turn that takes no new operations (closed, or failed for its
+// audit): a client that resent its call gets the first answer, not a
+// refusal that hides it. It reports false for anything else: a call
+// without a request id, one the turn never saw, or one from a caller
+// that does not hold the lease it names.
+func (a *turnActor) replayRetry(ctx actor.Context, sender *actor.PID, msg *invokeTool) bool {
+	if msg.requestID == "" || a.oneOp || !a.holds(msg.access.LeaseID, msg.access.Caller) {
+		return false
+	}
+	return a.replay(ctx, sender, requestKey(msg.access.LeaseID, msg.requestID), callFingerprint(msg.inv.Alias, msg.inv.Arguments))
 }
 
 // answer sends msg to the caller once receipt completes: nothing reaches a

@@ -142,6 +142,11 @@ type (
 	completed struct {
 		comp   turn.Completion
 		result providers.Result
+		// unrecorded: the call's tool.invoked was not stored, so the call
+		// never ran and the turn's chain has a hole; its answer
+		// (audit_unavailable) goes out at once, not after a second wait
+		// for a completion record that cannot be kept either.
+		unrecorded bool
 	}
 )
 
