@@ -62,7 +62,7 @@ func httpBoundsOf(n config.Node) httpBounds {
 	}
 }
 
-// newHTTPServer is the listener's server over h.
+// server is the listener's http.Server over h.
 func (b httpBounds) server(h http.Handler, log *slog.Logger) *http.Server {
 	return &http.Server{
 		Handler: h, ReadHeaderTimeout: b.readHeader, ReadTimeout: b.read, WriteTimeout: b.write, IdleTimeout: b.idle,
