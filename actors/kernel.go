@@ -554,6 +554,10 @@ func CheckAccess(a authority.AccessContext) error {
 			return reason.New(reason.InvalidRequest, "tenant, principal and credential profile are limited to %d bytes", MaxIdentityBytes)
 		}
 	}
+	if err := audit.CheckTenant(a.Tenant); err != nil {
+		// A tenant is one subject token of the audit trail's subjects.
+		return reason.New(reason.InvalidRequest, "%v", err)
+	}
 	if len(a.Attributes) > MaxAttributes || len(a.EnabledNamespaces) > MaxNamespaces {
 		return reason.New(reason.InvalidRequest, "at most %d attributes and %d namespaces", MaxAttributes, MaxNamespaces)
 	}

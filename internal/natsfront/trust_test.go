@@ -137,6 +137,8 @@ func TestMalformedAccessIsInvalidBeforeForbidden(t *testing.T) {
 		"no tenant":           {Principal: "ada"},
 		"no principal":        {Tenant: "acme"},
 		"257-byte tenant":     {Tenant: long, Principal: "ada"},
+		"dotted tenant":       {Tenant: "acme.>", Principal: "ada"},
+		"wildcard tenant":     {Tenant: "*", Principal: "ada"},
 		"257-byte principal":  {Tenant: "acme", Principal: long},
 		"257-byte credential": {Tenant: "acme", Principal: "ada", Credential: long},
 		"long namespace":      {Tenant: "acme", Principal: "ada", Namespaces: []string{strings.Repeat("n", 129)}},
