@@ -16,7 +16,8 @@ import (
 // gina is a principal of a second tenant, globex.
 var gina = authority.AccessContext{Tenant: "globex", Principal: "gina", CredentialProfile: "globex-notion", EnabledNamespaces: []string{"notion", "notes"}}
 
-// twoTenants gives the kernel the fixture's principals and gina.
+// twoTenants gives the kernel the fixture's principals and gina, each
+// with its own credential profile.
 func twoTenants(t *testing.T) func(*actors.Options) {
 	return func(o *actors.Options) {
 		src, err := authority.NewStaticSource(map[[2]string][]authority.GrantSpec{
@@ -27,7 +28,15 @@ func twoTenants(t *testing.T) func(*actors.Options) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		o.Authority = src
+		creds, err := authority.NewStaticCredentials([]authority.CredentialBinding{
+			{Tenant: "acme", Profile: conformance.Ada.CredentialProfile, Principals: []string{"ada"}},
+			{Tenant: "acme", Profile: conformance.Bob.CredentialProfile, Principals: []string{"bob"}},
+			{Tenant: "globex", Profile: gina.CredentialProfile, Principals: []string{"gina"}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.Authority, o.Credentials = src, creds
 		o.MaxTurnsPerPrincipal = 1 << 12
 	}
 }
