@@ -90,6 +90,12 @@ func tailPush(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, opts T
 		if err != nil {
 			return fmt.Errorf("audit: push delivery without metadata: %w", err)
 		}
+		if md.Stream != opts.Stream || md.Consumer != name {
+			// Any consumer's creator names its deliver subject: a
+			// delivery of another consumer to this inbox is not this
+			// read's, and its records are not taken.
+			return fmt.Errorf("audit: push read of stream %s got a delivery of consumer %s on stream %s; read again", opts.Stream, md.Consumer, md.Stream)
+		}
 		if md.Sequence.Consumer != next {
 			// AckNone and a slow client can lose deliveries; a reader
 			// that skipped records must say so, not carry on.

@@ -14,8 +14,13 @@
 // the caller's account in the Nats-Request-Info header, overwriting
 // whatever the client put there, so the account a request arrives from is
 // a fact the bus establishes (see docs/security.md for the choice and the
-// alternatives). Nodes, providers and audit readers are users of the
-// node's account with subject permissions that confine them to their role.
+// alternatives). Audit readers live in accounts of their own too, which
+// import only the JetStream subjects their role needs: a reply subject a
+// reader names is replaced by the server on the import, so JetStream
+// never answers onto a subject of the node's account, where the audit
+// stream would store the answer. Nodes and providers are users of the
+// node's account with subject permissions that confine them to their
+// role.
 //
 // For the embedded server the package renders the accounts, users and
 // permissions as nats-server configuration (ServerConfig) and keeps each
