@@ -343,9 +343,13 @@ func (f *Front) Mint(ctx context.Context, access authority.AccessContext, ttl ti
 		// The turn may have closed after Describe and before its entry
 		// was in the table, unseen by TurnClosed: asked again now, the
 		// turn either answers open (its close, if any, comes after the
-		// entry and takes it out) or the entry goes.
+		// entry and takes it out) or says it is gone, and the entry goes.
+		// (Any other failure leaves the entry: it goes at the turn's
+		// close or its tokens' expiry.)
 		if _, err := f.k.Describe(ctx, access); err != nil {
-			f.dropEntry(e)
+			if code := reason.Of(err); code == reason.TurnClosed || code == reason.TurnNotFound {
+				f.dropEntry(e)
+			}
 			return Token{}, err
 		}
 	}
