@@ -405,3 +405,58 @@ func TestTenantsNamedLikeKindsReadOnlyThemselves(t *testing.T) {
 		}
 	}
 }
+
+// The reader of every tenant reads as before from its own account: the
+// whole trail (an ordered consumer), one tenant by push, and a durable
+// consumer whose acks reach the server (its ack floor is the stream's
+// last message once the read is through).
+func TestAllTenantReaderReadsFromItsAccount(t *testing.T) {
+	n := isolationNode(t)
+	js, err := jetstream.New(connectAs(t, n, "node"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	settledTrail(t, n, js)
+	state := auditState(t, js)
+	reader := connectAs(t, n, "auditor")
+	data, evs := readAll(t, reader)
+	if rep := audit.Verify(data, false); !rep.OK() || rep.Checkpoints == 0 {
+		t.Fatalf("verify: %+v", rep)
+	}
+	var acme int
+	for _, ev := range evs {
+		if ev != nil && ev.Tenant == "acme" {
+			acme++
+		}
+	}
+	var pushed int
+	if err := audit.ReadAll(ctx(t), reader, audit.TailOptions{Filter: audit.TailFilter{Tenant: "acme"}, Push: true}, func(_ []byte, ev *audit.Event) error {
+		pushed++
+		return nil
+	}); err != nil || pushed != acme || acme == 0 {
+		t.Fatalf("push read of acme: %d records of %d, %v", pushed, acme, err)
+	}
+	read, cancel := context.WithCancel(ctx(t))
+	defer cancel()
+	var durable int
+	err = audit.Tail(read, reader, audit.TailOptions{Durable: "ops", FromStart: true}, func([]byte, *audit.Event) error {
+		if durable++; durable == len(data) {
+			cancel()
+		}
+		return nil
+	})
+	if !errors.Is(err, context.Canceled) || durable != len(data) {
+		t.Fatalf("durable read: %d of %d records, %v", durable, len(data), err)
+	}
+	st, err := js.Stream(ctx(t), isoStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := st.Consumer(ctx(t), "ops")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info := c.CachedInfo(); info.AckFloor.Stream != state.LastSeq || info.NumAckPending != 0 {
+		t.Fatalf("durable consumer: ack floor %d, want %d; %d pending", info.AckFloor.Stream, state.LastSeq, info.NumAckPending)
+	}
+}
