@@ -138,7 +138,9 @@ func (t *table) account(e *turnEntry, d usage) {
 
 // add puts a new entry e (no tokens yet) in the table, or refuses it
 // overloaded when a turn bound of its scopes is reached even once expired
-// tokens are let go.
+// tokens are let go. The caller gives e its first token (addToken), or
+// drops it, before it lets go of the front's lock: a sweep takes out
+// every entry with no token.
 func (t *table) add(e *turnEntry, node string, now time.Time) error {
 	over := func() error {
 		switch {
