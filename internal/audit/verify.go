@@ -672,7 +672,8 @@ func (v *Verifier) addCheckpoint(data []byte) {
 // is g-1) that no checkpoint attests was not written by the node as it
 // stands: it was inserted, or it belongs to a node that stopped before
 // checkpointing it. The walk also drops the turns attested meanwhile, so
-// the list holds only turns with events of the last two groups.
+// the list holds only turns whose unattested events are not due yet, or
+// that a pending claim covers.
 func (v *Verifier) overdue(ns *nodeState, node string, index int) {
 	g := ns.groups
 	if g < 3 {
@@ -692,8 +693,8 @@ func (v *Verifier) overdue(ns *nodeState, node string, index int) {
 		}
 		if s := ts.hist[0].group; s+3 <= g {
 			last := ts.base + uint64(len(ts.hist)) - 1
-			v.turnFail(ts, ts.base, index, "no checkpoint attests seq %d..%d: stored before checkpoint %d of node %s, they are in none of its checkpoints up to %d: inserted (or written by a node that stopped before checkpointing them)",
-				ts.base, last, ns.groupSeq[s], node, ns.groupSeq[g-1]-1)
+			v.turnFail(ts, ts.base, index, "no checkpoint attests seq %d..%d: seq %d was stored before checkpoint %d of node %s and is in none of its checkpoints up to %d: inserted (or written by a node that stopped before checkpointing it)",
+				ts.base, last, ts.base, ns.groupSeq[s], node, ns.groupSeq[g-1]-1)
 			ts.queued = false
 			continue
 		}

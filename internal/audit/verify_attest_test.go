@@ -75,7 +75,7 @@ func TestForgedTurnBeforeATrustedCheckpoint(t *testing.T) {
 	// Before checkpoint 0: checkpoints 0 and 1 had to attest it; found
 	// when checkpoint 2 arrives, even on a live stream.
 	rep := rcVerify(t, at(tr.cps[0]), tr.trusted(false), true)
-	wantOne(t, "before checkpoint 0", rep, "f", 0, "no checkpoint attests seq 0..6: stored before checkpoint 0 of node node-1, they are in none of its checkpoints up to 1: inserted")
+	wantOne(t, "before checkpoint 0", rep, "f", 0, "no checkpoint attests seq 0..6: seq 0 was stored before checkpoint 0 of node node-1 and is in none of its checkpoints up to 1: inserted")
 	if v := rep.Violations; len(v) == 1 && v[0].Index != tr.cps[2]+len(forged) {
 		t.Errorf("found at record %d, want checkpoint 2 at %d", v[0].Index, tr.cps[2]+len(forged))
 	}
@@ -144,7 +144,7 @@ func TestMoreEventsThanAttested(t *testing.T) {
 
 	extended := slices.Concat(a, genuineB, [][]byte{cp0}, b[4:], c, [][]byte{cp1}, d, [][]byte{cp2}, e, [][]byte{cp3})
 	rep := rcVerify(t, extended, opts, true)
-	wantOne(t, "extension before checkpoint 1", rep, "b", 4, "no checkpoint attests seq 4..6: stored before checkpoint 1 of node node-1, they are in none of its checkpoints up to 2: inserted")
+	wantOne(t, "extension before checkpoint 1", rep, "b", 4, "no checkpoint attests seq 4..6: seq 4 was stored before checkpoint 1 of node node-1 and is in none of its checkpoints up to 2: inserted")
 	// The old count check only caught fewer events than attested.
 	if !strings.Contains(rep.Violations[0].String(), "turn b seq 4") {
 		t.Errorf("violation %s", rep.Violations[0])
