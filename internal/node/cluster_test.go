@@ -179,6 +179,22 @@ func TestClusterServesATurnFromAnyNode(t *testing.T) {
 	if rep := audit.Verify(data, true); !rep.OK() {
 		t.Fatalf("verify: %+v", rep)
 	}
+	// acme's reader, an account of its own, reads acme's records by push
+	// through every node's server (its inbox is a stream import from the
+	// nodes' account, wherever the stream's leader is).
+	for i, via := range nodes {
+		var mine int
+		err := audit.ReadAll(ctx(t), connectAs(t, via, "auditor-acme"), audit.TailOptions{Filter: audit.TailFilter{Tenant: "acme"}, Push: true},
+			func(_ []byte, ev *audit.Event) error {
+				if ev != nil && ev.TurnID == opened.Handle.TurnID {
+					mine++
+				}
+				return nil
+			})
+		if err != nil || mine != n {
+			t.Fatalf("acme's reader through node %d: %d of the turn's %d records, %v", i+1, mine, n, err)
+		}
+	}
 
 	// The turn's node stops: its turn's callers are answered at once.
 	t.Logf("turn driven at %v", time.Since(t0))
