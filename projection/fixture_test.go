@@ -21,11 +21,11 @@ type def struct {
 var fixtureDefs = []def{
 	{provider: "notion", name: "search", description: "Search pages in a Notion workspace by free text.",
 		annotations: `{"readOnlyHint":true,"title":"Search pages"}`,
-		schema: `{"type":"object","properties":{"workspace":{"type":"string","description":"Workspace id"},"query":{"type":"string","minLength":1},"limit":{"type":"integer","minimum":1,"maximum":50,"default":10}},"required":["workspace","query"],"additionalProperties":false}`},
+		schema:      `{"type":"object","properties":{"workspace":{"type":"string","description":"Workspace id"},"query":{"type":"string","minLength":1},"limit":{"type":"integer","minimum":1,"maximum":50,"default":10}},"required":["workspace","query"],"additionalProperties":false}`},
 	{provider: "github-work", name: "create_issue", namespace: "github", description: "Create an issue in a repository.",
 		annotations: `{"destructiveHint":false,"title":"Create issue"}`,
-		schema: `{"type":"object","properties":{"repo":{"type":"string","pattern":"^[a-z0-9-]+/[a-z0-9-]+$"},"title":{"type":"string"},"labels":{"type":"array","items":{"type":"string","enum":["bug","feature","docs"]},"maxItems":5},"due":{"type":["string","null"],"format":"date-time"},"assignee":{"type":"object","properties":{"login":{"type":"string"},"team":{"type":"string","const":"core"}},"required":["login","team"],"additionalProperties":false}},"required":["repo","title","labels","due","assignee"],"additionalProperties":false}`,
-		output: `{"type":"object","properties":{"number":{"type":"integer"}}}`},
+		schema:      `{"type":"object","properties":{"repo":{"type":"string","pattern":"^[a-z0-9-]+/[a-z0-9-]+$"},"title":{"type":"string"},"labels":{"type":"array","items":{"type":"string","enum":["bug","feature","docs"]},"maxItems":5},"due":{"type":["string","null"],"format":"date-time"},"assignee":{"type":"object","properties":{"login":{"type":"string"},"team":{"type":"string","const":"core"}},"required":["login","team"],"additionalProperties":false}},"required":["repo","title","labels","due","assignee"],"additionalProperties":false}`,
+		output:      `{"type":"object","properties":{"number":{"type":"integer"}}}`},
 	{provider: "github-personal", name: "search", namespace: "github", description: "Search issues in personal repositories.",
 		schema: `{"type":"object","properties":{"q":{"type":"string"}},"required":["q"]}`},
 	{provider: "gitlab", name: "search", namespace: "github", description: "Search merge requests.",
@@ -48,12 +48,12 @@ var fixtureDefs = []def{
 		schema: `{"type":"object","properties":{"x":{"type":"boolean"}},"required":["x"],"additionalProperties":false}`},
 	{provider: "wörterbuch", name: "nachschlagen", namespace: "wörterbuch", description: "Schlägt ein Wort nach — 辞書で単語を調べる。",
 		annotations: `{"title":"Wörterbuch"}`,
-		schema: `{"type":"object","properties":{"wort":{"type":"string","maxLength":64},"größe":{"type":"integer","enum":[1,2,3]}},"required":["wort","größe"],"additionalProperties":false}`},
+		schema:      `{"type":"object","properties":{"wort":{"type":"string","maxLength":64},"größe":{"type":"integer","enum":[1,2,3]}},"required":["wort","größe"],"additionalProperties":false}`},
 	{provider: "open", name: "echo", description: "Echo any JSON object back.",
 		schema: `{"type":"object"}`},
 	{provider: "weather", name: "forecast", description: "Forecast the weather for a city.",
 		annotations: `{"readOnlyHint":true,"title":"Forecast"}`,
-		schema: `{"type":"object","$defs":{"kind":{"enum":["daily","hourly"]}},"properties":{"city":{"type":"string","title":"City","minLength":1,"maxLength":80},"units":{"const":"metric"},"days":{"type":"integer","minimum":1,"maximum":14},"when":{"type":["string","null"],"format":"date-time"},"kind":{"$ref":"#/$defs/kind"},"tags":{"type":"array","items":{"type":"string"},"minItems":1,"maxItems":3},"loc":{"anyOf":[{"type":"string"},{"type":"number"}]}},"required":["city","units","days","when","kind","tags","loc"]}`},
+		schema:      `{"type":"object","$defs":{"kind":{"enum":["daily","hourly"]}},"properties":{"city":{"type":"string","title":"City","minLength":1,"maxLength":80},"units":{"const":"metric"},"days":{"type":"integer","minimum":1,"maximum":14},"when":{"type":["string","null"],"format":"date-time"},"kind":{"$ref":"#/$defs/kind"},"tags":{"type":"array","items":{"type":"string"},"minItems":1,"maxItems":3},"loc":{"anyOf":[{"type":"string"},{"type":"number"}]}},"required":["city","units","days","when","kind","tags","loc"]}`},
 	{provider: "math", name: "scale", description: "Scale a number.",
 		schema: `{"type":"object","properties":{"x":{"type":"number","multipleOf":0.5,"minimum":-10,"maximum":10},"mode":{"enum":["up","down",null]}},"required":["x","mode"],"additionalProperties":false}`},
 }
@@ -85,7 +85,7 @@ func recursiveTool() *catalog.Tool {
 	schema := `{"$defs":{"node":{"properties":{"children":{"items":{"$ref":"#/$defs/node"},"type":"array"},"name":{"type":"string"}},"required":["name","children"],"type":"object"}},"additionalProperties":false,"properties":{"tree":{"$ref":"#/$defs/node"}},"required":["tree"],"type":"object"}`
 	return &catalog.Tool{
 		Identity: catalog.Identity{Provider: "trees", Name: "walk"}, Namespace: "trees",
-		Revision: "0000000000000000000000000000000000000000000000000000000000000001",
+		Revision:    "0000000000000000000000000000000000000000000000000000000000000001",
 		Description: "Walk a tree.", InputSchema: json.RawMessage(schema), Annotations: json.RawMessage(`{}`),
 	}
 }
