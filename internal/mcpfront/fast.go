@@ -481,7 +481,7 @@ func echoableID(raw json.RawMessage) (jsonrpc.ID, bool) {
 // and writes what the SDK's stateless handler would: JSON response mode,
 // Cache-Control and Content-Type set, the result or error as one JSON-RPC
 // response; on 2026-07-28 the server's identity in the result's _meta, a
-// listing marked resultType "complete", and -32602 answered with status
+// listing and a call's result marked resultType "complete", and -32602 answered with status
 // 400.
 func (f *Front) answerFast(w http.ResponseWriter, r *http.Request, e *turnEntry, info *auth.TokenInfo, req fastRequest) {
 	ctx := r.Context()
@@ -509,10 +509,9 @@ func (f *Front) answerFast(w http.ResponseWriter, r *http.Request, e *turnEntry,
 		if res, err = f.callTool(ctx, e, info, req.name, req.args); err == nil {
 			if req.modern {
 				annotate(&res.Meta)
+				markComplete(res)
 			}
-			// (The SDK marks a CallToolResult's resultType only for its
-			// own tools' results, not for one a middleware returns: none.)
-			result, err = marshalCallResult(res)
+			result, err = marshalCallResult(res, req.modern)
 		}
 	}
 	var resp *jsonrpc.Response
@@ -596,7 +595,10 @@ func annotate(m *mcp.Meta) {
 // result's MarshalJSON marshals with encoding/json, which escapes HTML in
 // strings and compacts raw JSON; fields in declaration order, _meta's
 // keys sorted, omitempty but for content.)
-func marshalCallResult(res *mcp.CallToolResult) ([]byte, error) {
+//
+// complete says res was marked by markComplete (the SDK writes its
+// resultType after isError).
+func marshalCallResult(res *mcp.CallToolResult, complete bool) ([]byte, error) {
 	if len(res.Content) != 1 || res.InputRequests != nil || res.RequestState != "" {
 		return sdkMarshal(res)
 	}
@@ -678,6 +680,9 @@ func marshalCallResult(res *mcp.CallToolResult) ([]byte, error) {
 	}
 	if res.IsError {
 		out = append(out, `,"isError":true`...)
+	}
+	if complete {
+		out = append(out, `,"resultType":"complete"`...)
 	}
 	return append(out, '}'), nil
 }

@@ -337,6 +337,7 @@ func errorAnswer(body []byte, version string, status int, dispatched *bool, code
 			}
 			if version == modernRevision {
 				annotate(&res.Meta)
+				markComplete(res)
 			}
 			result, err := sdkMarshal(res)
 			if err == nil {

@@ -53,12 +53,22 @@ func TestMarshalCallResultIsTheSDKs(t *testing.T) {
 	}
 }
 
+// check compares both writings of res as it is and of res marked
+// complete (a 2026-07-28 answer), which must end in its resultType.
 func check(t *testing.T, res *mcp.CallToolResult) {
 	t.Helper()
-	want, werr := sdkMarshal(res)
-	got, gerr := marshalCallResult(res)
-	if (werr == nil) != (gerr == nil) || !bytes.Equal(got, want) {
-		t.Fatalf("%+v:\n got %s (%v)\nwant %s (%v)", res, got, gerr, want, werr)
+	for _, complete := range []bool{false, true} {
+		if complete {
+			markComplete(res)
+		}
+		want, werr := sdkMarshal(res)
+		got, gerr := marshalCallResult(res, complete)
+		if (werr == nil) != (gerr == nil) || !bytes.Equal(got, want) {
+			t.Fatalf("%+v:\n got %s (%v)\nwant %s (%v)", res, got, gerr, want, werr)
+		}
+		if has := bytes.Contains(want, []byte(`"resultType":"complete"`)); has != complete {
+			t.Fatalf("complete %v: %s", complete, want)
+		}
 	}
 }
 
@@ -68,7 +78,7 @@ func BenchmarkMarshalCallResult(b *testing.B) {
 	for _, c := range []struct {
 		name string
 		f    func(*mcp.CallToolResult) ([]byte, error)
-	}{{"sdk", func(r *mcp.CallToolResult) ([]byte, error) { return sdkMarshal(r) }}, {"direct", marshalCallResult}} {
+	}{{"sdk", func(r *mcp.CallToolResult) ([]byte, error) { return sdkMarshal(r) }}, {"direct", func(r *mcp.CallToolResult) ([]byte, error) { return marshalCallResult(r, false) }}} {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {

@@ -98,7 +98,28 @@ func (f *Front) list(ctx context.Context, e *turnEntry, req *mcp.ListToolsReques
 }
 
 func (f *Front) call(ctx context.Context, e *turnEntry, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	return f.callTool(ctx, e, extraToken(req.Extra), req.Params.Name, req.Params.Arguments)
+	res, err := f.callTool(ctx, e, extraToken(req.Extra), req.Params.Name, req.Params.Arguments)
+	if err == nil && needsResultType(requestVersion(req)) {
+		markComplete(res)
+	}
+	return res, err
+}
+
+// requestVersion is the protocol revision req is served at: its
+// MCP-Protocol-Version header (the stateless handler admits a request
+// only at a version it serves), else what the session negotiated.
+func requestVersion(req *mcp.CallToolRequest) string {
+	if req.Extra != nil && req.Extra.Header != nil {
+		if v := req.Extra.Header.Get("Mcp-Protocol-Version"); v != "" {
+			return v
+		}
+	}
+	if req.Session != nil {
+		if p := req.Session.InitializeParams(); p != nil {
+			return p.ProtocolVersion
+		}
+	}
+	return ""
 }
 
 // callTool is a tools/call of name with arguments by the bearer of the
