@@ -27,9 +27,10 @@ type cacheKey struct {
 
 // entry is immutable once built.
 type entry struct {
-	json    []byte
-	tokens  int
-	reasons []Reason
+	json             []byte
+	tokens           int
+	optional, unions int // what the tool adds to a request's limits
+	reasons          []Reason
 }
 
 // NewCache returns a Cache of about max entries (at least 2).

@@ -22,6 +22,7 @@ type goldenView struct {
 	Tokens          int                          `json:"tokens"`
 	Tools           []goldenTool                 `json:"tools"`
 	Unrepresentable []projection.Unrepresentable `json:"unrepresentable"`
+	OverLimit       []catalog.Identity           `json:"over_limit"`
 }
 
 type goldenTool struct {
@@ -39,7 +40,7 @@ func TestGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			v := goldenView{Profile: p, Hash: proj.Hash, TokenMethod: proj.TokenMethod, Tokens: proj.Tokens, Unrepresentable: proj.Unrepresentable}
+			v := goldenView{Profile: p, Hash: proj.Hash, TokenMethod: proj.TokenMethod, Tokens: proj.Tokens, Unrepresentable: proj.Unrepresentable, OverLimit: proj.OverLimit}
 			for _, tool := range proj.Tools {
 				v.Tools = append(v.Tools, goldenTool{Alias: tool.Alias, Identity: tool.Identity, Tokens: tool.Tokens, JSON: tool.JSON})
 			}

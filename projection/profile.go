@@ -81,6 +81,12 @@ var (
 	namesMCP = nameRules{max: 128, allow: func(c byte, _ bool) bool { return alnum(c) || c == '_' || c == '-' || c == '.' }}
 )
 
+// requestLimits bound what one request may carry in all: tools, optional
+// properties, and anyOf or type-array schemas.
+type requestLimits struct {
+	tools, optional, unions int
+}
+
 // profileRules is one profile's table.
 type profileRules struct {
 	names nameRules
@@ -125,10 +131,14 @@ type profileRules struct {
 	// topLevelNames: rules for the names of the root's properties (the
 	// function's parameters), nil when any name goes.
 	topLevelNames func(string) bool
-	// Documented size limits, 0 when none: object nesting, properties in
-	// all, enum values in all, optional properties, anyOf or type-array
-	// schemas.
-	maxObjectDepth, maxProperties, maxEnumValues, maxOptional, maxUnions int
+	// Documented size limits of one schema, 0 when none: object nesting,
+	// properties in all, enum values in all, characters of property names
+	// and enum and const strings in all, optional properties, anyOf or
+	// type-array schemas.
+	maxObjectDepth, maxProperties, maxEnumValues, maxStringChars, maxOptional, maxUnions int
+	// request: documented limits of one request, across its tools; a
+	// listing's tail past them is left out (Projection.OverLimit).
+	request *requestLimits
 	// fields of the per-tool envelope.
 	envelope func(e envelope) any
 }
@@ -197,7 +207,7 @@ var profiles = map[Profile]*profileRules{
 			"minItems": keep, "maxItems": keep,
 		}),
 		formats:        set("date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid"),
-		maxObjectDepth: 10, maxProperties: 5000, maxEnumValues: 1000,
+		maxObjectDepth: 10, maxProperties: 5000, maxEnumValues: 1000, maxStringChars: 120000,
 		envelope: func(e envelope) any {
 			return map[string]any{"type": "function", "function": fn(e, "parameters", true)}
 		},
@@ -212,6 +222,7 @@ var profiles = map[Profile]*profileRules{
 		}),
 		formats:     set("date-time", "time", "date", "duration", "email", "hostname", "uri", "ipv4", "ipv6", "uuid"),
 		maxOptional: 24, maxUnions: 16,
+		request:  &requestLimits{tools: 20, optional: 24, unions: 16},
 		envelope: func(e envelope) any { return fn(e, "input_schema", true) },
 	},
 	// Gemini Schema object (a select subset of the OpenAPI 3.0 schema).

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -183,6 +184,42 @@ func TestWalkerBounds(t *testing.T) {
 			if len(proj.Unrepresentable) != 1 || !slices.ContainsFunc(proj.Unrepresentable[0].Reasons, func(r projection.Reason) bool { return r.Reason == c.want }) {
 				t.Errorf("%s: %+v, want %s", p, proj.Unrepresentable, c.want)
 			}
+		}
+	}
+}
+
+// TestRequestLimits: anthropic-strict emits a prefix of the listing that
+// keeps within its per-request limits (20 strict tools, 24 optional
+// properties, 16 anyOf or type-array schemas) and reports the rest.
+func TestRequestLimits(t *testing.T) {
+	many := func(n int, schema string) []projection.Listed {
+		var l []projection.Listed
+		for i := range n {
+			tool := *one(schema)[0].Tool
+			tool.Identity.Name = fmt.Sprintf("tool%02d", i)
+			l = append(l, projection.Listed{Tool: &tool})
+		}
+		return l
+	}
+	for _, c := range []struct {
+		schema string
+		n      int
+		kept   int
+	}{
+		{`{"type":"object","properties":{"a":{"type":"string"}},"required":["a"]}`, 25, 20},
+		{`{"type":"object","properties":{"a":{"type":"string"},"b":{"type":"string"},"c":{"type":"string"}},"required":["a"]}`, 25, 12},
+		{`{"type":"object","properties":{"a":{"type":["string","null"]},"b":{"anyOf":[{"type":"string"},{"type":"integer"}]},"c":{"type":"string"}},"required":["a","b","c"]}`, 25, 8},
+	} {
+		proj, err := projection.Project(many(c.n, c.schema), projection.AnthropicStrict, projection.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(proj.Tools) != c.kept || len(proj.OverLimit) != c.n-c.kept || len(proj.Unrepresentable) != 0 {
+			t.Errorf("%s: kept %d (want %d), over limit %d", c.schema, len(proj.Tools), c.kept, len(proj.OverLimit))
+		}
+		// openai-strict has no such request limits.
+		if p, _ := projection.Project(many(c.n, c.schema), projection.OpenAI, projection.Options{}); len(p.Tools) != c.n {
+			t.Errorf("openai kept %d of %d", len(p.Tools), c.n)
 		}
 	}
 }

@@ -75,8 +75,13 @@ type Projection struct {
 	// Unrepresentable are the tools the profile cannot express without
 	// changing what they accept, in listing order, with every reason.
 	Unrepresentable []Unrepresentable
-	// OverBudget are the representable tools left out for Options.Budget,
-	// in listing order.
+	// OverLimit are the representable tools left out because the
+	// profile's documented per-request limits (anthropic-strict: 20 strict
+	// tools, 24 optional properties and 16 anyOf or type-array schemas in
+	// all) were reached; OverBudget those left out for Options.Budget.
+	// Both in listing order: once a tool does not fit, every later tool is
+	// left out with it, so what is emitted is a prefix of the ranking.
+	OverLimit  []catalog.Identity
 	OverBudget []catalog.Identity
 	// Listing is the JSON array of the emitted tools, each in the
 	// profile's shape (the value of OpenAI's and Anthropic's "tools", of
@@ -141,6 +146,7 @@ func Project(tools []Listed, profile Profile, opts Options) (Projection, error) 
 	proj := Projection{Profile: profile, TokenMethod: method, byAlias: make(map[string]catalog.Identity, len(tools))}
 	b := opts.bounds()
 	var listing bytes.Buffer
+	var used requestLimits
 	listing.WriteByte('[')
 	for i, l := range tools {
 		e := opts.Cache.entry(cacheKey{revision: l.Tool.Revision, profile: profile, alias: aliases[i], method: method, bounds: b}, func() *entry {
@@ -150,10 +156,18 @@ func Project(tools []Listed, profile Profile, opts Options) (Projection, error) 
 			proj.Unrepresentable = append(proj.Unrepresentable, Unrepresentable{Tool: l.Tool.Identity, Reasons: e.reasons})
 			continue
 		}
-		if opts.Budget > 0 && (len(proj.OverBudget) > 0 || proj.Tokens+e.tokens > opts.Budget) {
+		switch {
+		case len(proj.OverBudget) > 0:
+			proj.OverBudget = append(proj.OverBudget, l.Tool.Identity)
+			continue
+		case len(proj.OverLimit) > 0 || rules.request != nil && !used.fits(e, rules.request):
+			proj.OverLimit = append(proj.OverLimit, l.Tool.Identity)
+			continue
+		case opts.Budget > 0 && proj.Tokens+e.tokens > opts.Budget:
 			proj.OverBudget = append(proj.OverBudget, l.Tool.Identity)
 			continue
 		}
+		used.add(e)
 		if len(proj.Tools) > 0 {
 			listing.WriteByte(',')
 		}
@@ -167,6 +181,16 @@ func Project(tools []Listed, profile Profile, opts Options) (Projection, error) 
 	sum := sha256.Sum256(proj.Listing)
 	proj.Hash = hex.EncodeToString(sum[:])
 	return proj, nil
+}
+
+func (u *requestLimits) fits(e *entry, max *requestLimits) bool {
+	return u.tools+1 <= max.tools && u.optional+e.optional <= max.optional && u.unions+e.unions <= max.unions
+}
+
+func (u *requestLimits) add(e *entry) {
+	u.tools++
+	u.optional += e.optional
+	u.unions += e.unions
 }
 
 // envelope is what a profile's per-tool shape is built from.
@@ -219,12 +243,13 @@ func toolTitle(t *catalog.Tool) string {
 // it is unrepresentable.
 func build(t *catalog.Tool, alias string, rules *profileRules, method string, b bounds) *entry {
 	e := envelope{name: alias, title: toolTitle(t), description: t.Description, output: t.OutputSchema, annotations: t.Annotations}
+	var counts translated
 	if rules.subset {
-		schema, reasons := translate(rules, t.InputSchema, b)
-		if len(reasons) > 0 {
-			return &entry{reasons: reasons}
+		counts = translate(rules, t.InputSchema, b)
+		if len(counts.reasons) > 0 {
+			return &entry{reasons: counts.reasons}
 		}
-		e.input = schema
+		e.input = counts.schema
 	} else {
 		if r := checkRaw(t, b); r != nil {
 			return &entry{reasons: []Reason{*r}}
@@ -235,7 +260,7 @@ func build(t *catalog.Tool, alias string, rules *profileRules, method string, b 
 	if err != nil {
 		return &entry{reasons: []Reason{{Path: "", Reason: ReasonMalformed}}}
 	}
-	return &entry{json: raw, tokens: countTokens(method, raw)}
+	return &entry{json: raw, tokens: countTokens(method, raw), optional: counts.optional, unions: counts.unions}
 }
 
 // checkRaw bounds the schemas a pass-through profile emits as they are:

@@ -123,7 +123,7 @@ type translator struct {
 	nodes   int
 	inline  []string // $ref targets being inlined, innermost last
 
-	props, enums, optional, unions int
+	props, enums, chars, optional, unions int
 }
 
 // refuse records a reason once: a definition inlined at several places
@@ -135,23 +135,30 @@ func (t *translator) refuse(kw, path, why string) {
 	}
 }
 
-// translate returns the translated schema, or the reasons it has none.
-func translate(p *profileRules, raw []byte, b bounds) (any, []Reason) {
+// translated is one schema in a subset profile's form, with the counts
+// request-wide limits are checked on, or the reasons it has no such form.
+type translated struct {
+	schema           any
+	optional, unions int
+	reasons          []Reason
+}
+
+func translate(p *profileRules, raw []byte, b bounds) translated {
 	if r := checkShape(raw, b); r != nil {
-		return nil, []Reason{*r}
+		return translated{reasons: []Reason{*r}}
 	}
 	root, err := decode(raw)
 	obj, ok := root.(map[string]any)
 	if err != nil || !ok || obj["type"] != "object" {
-		return nil, []Reason{{Keyword: "type", Path: "", Reason: ReasonMalformed}}
+		return translated{reasons: []Reason{{Keyword: "type", Path: "", Reason: ReasonMalformed}}}
 	}
 	t := &translator{p: p, b: b, root: root}
 	out := t.schema("", root, 0, 0)
 	t.limits()
 	if len(t.reasons) > 0 {
-		return nil, t.reasons
+		return translated{reasons: t.reasons}
 	}
-	return out, nil
+	return translated{schema: out, optional: t.optional, unions: t.unions}
 }
 
 func (t *translator) limits() {
@@ -163,6 +170,7 @@ func (t *translator) limits() {
 	}
 	over("properties", t.props, p.maxProperties)
 	over("enum", t.enums, p.maxEnumValues)
+	over("enum", t.chars, p.maxStringChars)
 	over("required", t.optional, p.maxOptional)
 	over("anyOf", t.unions, p.maxUnions)
 }
@@ -256,6 +264,7 @@ func (t *translator) schema(ptr string, v any, depth, objDepth int) any {
 			for _, name := range sortedKeys(m) {
 				if kw == "properties" {
 					t.props++
+					t.chars += len(name)
 					if ptr == "" && p.topLevelNames != nil && !p.topLevelNames(name) {
 						t.refuse(kw, child(ptr, kw, name), ReasonName)
 					}
@@ -458,8 +467,9 @@ func (t *translator) openAPIEnum(obj map[string]any, out map[string]any) {
 
 func (t *translator) enumValues(kw, ptr string, list []any) bool {
 	for _, e := range list {
-		switch e.(type) {
+		switch x := e.(type) {
 		case string:
+			t.chars += len(x)
 			continue
 		case map[string]any, []any:
 			if t.p.enumPrimitives || t.p.enumStringsOnly {
