@@ -425,14 +425,23 @@ func (k *Kernel) checkCredential(ctx context.Context, access authority.AccessCon
 	return err
 }
 
-// Close releases the caller's lease. The turn closes when its last lease
-// is released; Close returns once turn.closed is recorded then. Releasing a
-// lease twice is harmless.
+// Close releases the caller's lease: leaseID, or access.LeaseID when
+// leaseID is empty (a close names its lease like every other operation on
+// the turn). The turn closes when its last lease is released; Close returns
+// once turn.closed is recorded then. Releasing a lease twice is harmless;
+// a close naming no lease is refused invalid_request, never answered as if
+// it had released one.
 func (k *Kernel) Close(ctx context.Context, access authority.AccessContext, leaseID string) error {
 	k.ops.enter(true)
 	defer k.ops.leave()
 	if access.TurnID == "" {
 		return reason.New(reason.InvalidRequest, "close needs a turn id")
+	}
+	if leaseID == "" {
+		leaseID = access.LeaseID
+	}
+	if leaseID == "" {
+		return reason.New(reason.InvalidRequest, "close needs the caller's lease (lease, or access.lease)")
 	}
 	_, err := k.request(ctx, k.dir, &releaseLease{access: access, leaseID: leaseID})
 	return err
