@@ -91,7 +91,7 @@ func TestSecondClientMark3labs(t *testing.T) {
 // The official SDK's client over stdio, through the bridge `node mcp`
 // runs, to the endpoint: list, call, refusal, then refused after close.
 func TestOfficialClientOverStdio(t *testing.T) {
-	for _, v := range []string{"", "2025-06-18"} {
+	for _, v := range []string{"2026-07-28", "2025-11-25", "2025-06-18"} {
 		t.Run("version="+v, func(t *testing.T) {
 			e := newEnv(t, nil, nil)
 			who, tok := e.open(t, conformance.Ada)

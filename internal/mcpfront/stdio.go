@@ -9,9 +9,13 @@ import (
 	"fmt"
 	"io"
 	"mime"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
+	"time"
+
+	"github.com/sharedos/sharedos/reason"
 )
 
 // StdioOptions configure ServeStdio.
@@ -19,8 +23,17 @@ type StdioOptions struct {
 	// URL is the MCP endpoint (the token's audience) and Token the
 	// execution token. Required.
 	URL, Token string
-	// Client sends the requests. Default: a client of its own.
+	// Client sends the requests. Default: a client of its own whose
+	// connections are dialed within ConnectTimeout; either way each request
+	// is bounded by RequestTimeout.
 	Client *http.Client
+	// ConnectTimeout bounds connecting to the endpoint. Default 5s.
+	ConnectTimeout time.Duration
+	// RequestTimeout bounds one request, from sending it to its whole
+	// answer. Default 2m10s: longer than the front's own request timeout
+	// (2m), so a slow call is answered by the node's deadline_exceeded
+	// rather than cut here.
+	RequestTimeout time.Duration
 	// MaxMessageBytes bounds one message read from the sandbox. Default 4 MiB.
 	MaxMessageBytes int
 	// MaxInFlight bounds requests forwarded at once. Default 32.
@@ -34,13 +47,26 @@ type StdioOptions struct {
 // only the stdio transport. It returns when in ends (after answering what
 // was in flight) or ctx ends. A request the endpoint refuses (401, 403,
 // ...) is answered with a JSON-RPC error carrying the HTTP status and
-// reason, so the sandbox sees why.
+// reason, so the sandbox sees why; one the endpoint does not answer (not
+// reachable within ConnectTimeout, no answer within RequestTimeout) is
+// answered node_unavailable or deadline_exceeded (unreachable). On
+// 2026-07-28 each request carries the Mcp-Method and Mcp-Name headers
+// that revision requires on HTTP.
 func ServeStdio(ctx context.Context, in io.Reader, out io.Writer, opts StdioOptions) error {
 	if opts.URL == "" || opts.Token == "" {
 		return errors.New("mcpfront: stdio needs the endpoint URL and a token")
 	}
+	if opts.ConnectTimeout <= 0 {
+		opts.ConnectTimeout = 5 * time.Second
+	}
+	if opts.RequestTimeout <= 0 {
+		opts.RequestTimeout = 2*time.Minute + 10*time.Second
+	}
 	if opts.Client == nil {
-		opts.Client = &http.Client{}
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.DialContext = (&net.Dialer{Timeout: opts.ConnectTimeout, KeepAlive: 30 * time.Second}).DialContext
+		tr.TLSHandshakeTimeout = opts.ConnectTimeout
+		opts.Client = &http.Client{Transport: tr}
 	}
 	if opts.MaxMessageBytes <= 0 {
 		opts.MaxMessageBytes = 4 << 20
@@ -106,20 +132,51 @@ type bridge struct {
 type envelope struct {
 	ID     json.RawMessage `json:"id"`
 	Method string          `json:"method"`
-	Params struct {
-		Meta map[string]any `json:"_meta"`
-	} `json:"params"`
+	Params json.RawMessage `json:"params"`
+
+	// Of params, when it is an object: what the headers carry.
+	version string // _meta's protocol version
+	name    string // tools/call's and prompts/get's name, resources/read's uri
+	hasName bool
 }
 
-const metaProtocolVersion = "io.modelcontextprotocol/protocolVersion"
-
-func (b *bridge) handle(ctx context.Context, line []byte) {
+// readEnvelope decodes what the bridge reads of line (a JSON object; the
+// endpoint judges the rest).
+func readEnvelope(line []byte) (envelope, error) {
 	var env envelope
 	if err := json.Unmarshal(line, &env); err != nil {
+		return env, err
+	}
+	var p struct {
+		Meta struct {
+			Version string `json:"io.modelcontextprotocol/protocolVersion"`
+		} `json:"_meta"`
+		Name *string `json:"name"`
+		URI  *string `json:"uri"`
+	}
+	if json.Unmarshal(env.Params, &p) == nil {
+		env.version = p.Meta.Version
+		switch env.Method {
+		case "tools/call", "prompts/get":
+			if p.Name != nil {
+				env.name, env.hasName = *p.Name, true
+			}
+		case "resources/read":
+			if p.URI != nil {
+				env.name, env.hasName = *p.URI, true
+			}
+		}
+	}
+	return env, nil
+}
+
+func (b *bridge) handle(ctx context.Context, line []byte) {
+	env, err := readEnvelope(line)
+	if err != nil {
 		b.writeError(nil, -32700, "parse error: "+err.Error())
 		return
 	}
-	version, _ := env.Params.Meta[metaProtocolVersion].(string)
+	version := env.version
 	if version == "" {
 		b.vmu.Lock()
 		version = b.version
@@ -140,6 +197,8 @@ func (b *bridge) handle(ctx context.Context, line []byte) {
 }
 
 func (b *bridge) forward(ctx context.Context, line []byte, env envelope, version string) {
+	ctx, cancel := context.WithTimeout(ctx, b.opts.RequestTimeout)
+	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, b.opts.URL, bytes.NewReader(line))
 	if err != nil {
 		b.writeError(env.ID, -32603, err.Error())
@@ -151,15 +210,24 @@ func (b *bridge) forward(ctx context.Context, line []byte, env envelope, version
 	if version != "" {
 		req.Header.Set("MCP-Protocol-Version", version)
 	}
+	if version >= modernRevision && env.Method != "" {
+		// 2026-07-28 requires the method (and a call's name) in headers
+		// on HTTP, equal to the body's; a value no header can carry is
+		// sent as it is, and the endpoint refuses the mismatch.
+		req.Header["Mcp-Method"] = []string{env.Method}
+		if env.hasName {
+			req.Header["Mcp-Name"] = []string{env.name}
+		}
+	}
 	res, err := b.opts.Client.Do(req)
 	if err != nil {
-		b.writeError(env.ID, -32603, "the node's MCP endpoint did not answer: "+err.Error())
+		b.unreachable(line, env, version, err)
 		return
 	}
 	defer res.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(res.Body, int64(b.opts.MaxMessageBytes)+1))
 	if err != nil {
-		b.writeError(env.ID, -32603, "reading the answer: "+err.Error())
+		b.unreachable(line, env, version, err)
 		return
 	}
 	ct, _, _ := mime.ParseMediaType(res.Header.Get("Content-Type"))
@@ -192,6 +260,34 @@ func (b *bridge) forward(ctx context.Context, line []byte, env envelope, version
 		}
 		b.write(m)
 	}
+}
+
+// unreachable answers a request the endpoint did not answer (err: it
+// could not be reached, or did not answer within RequestTimeout) as the
+// front answers what fails on the servers' side (errorAnswer): a
+// tools/call a tool error whose refusal says node_unavailable (not
+// dispatched when no connection was made) or deadline_exceeded (the call
+// may have run), any other request a JSON-RPC error with that reason in
+// its data. A notification has no answer.
+func (b *bridge) unreachable(line []byte, env envelope, version string, err error) {
+	if len(env.ID) == 0 {
+		return
+	}
+	code, dispatched := reason.NodeUnavailable, (*bool)(nil)
+	var oe *net.OpError
+	var ne net.Error
+	switch {
+	case errors.As(err, &oe) && oe.Op == "dial":
+		dispatched = &notDispatched
+	case errors.As(err, &ne) && ne.Timeout(), errors.Is(err, context.DeadlineExceeded):
+		code = reason.DeadlineExceeded
+	}
+	msg := fmt.Sprintf("the node's MCP endpoint %s did not answer: %v", b.opts.URL, err)
+	if code == reason.DeadlineExceeded {
+		msg = fmt.Sprintf("the node's MCP endpoint %s did not answer within %s: %v", b.opts.URL, b.opts.RequestTimeout, err)
+	}
+	a := errorAnswer(line, version, http.StatusServiceUnavailable, dispatched, code, msg)
+	b.write(bytes.TrimSpace(a.buf.Bytes()))
 }
 
 func (b *bridge) write(m []byte) {
