@@ -82,7 +82,7 @@ var (
 )
 
 // requestLimits bound what one request may carry in all: tools, optional
-// properties, and anyOf or type-array schemas.
+// properties, and anyOf or type-array schemas; 0 is no bound.
 type requestLimits struct {
 	tools, optional, unions int
 }
@@ -123,8 +123,6 @@ type profileRules struct {
 	// simplePattern: patterns may not use backreferences, lookaround or
 	// \b (Anthropic strict).
 	simplePattern bool
-	// noRootAnyOf: the root may not be an anyOf (OpenAI strict).
-	noRootAnyOf bool
 	// needsType: every schema must say what it accepts (type, enum,
 	// const or anyOf); an unconstrained schema is refused.
 	needsType bool
@@ -139,6 +137,12 @@ type profileRules struct {
 	// request: documented limits of one request, across its tools; a
 	// listing's tail past them is left out (Projection.OverLimit).
 	request *requestLimits
+	// rootForbids: keywords the API refuses at the root of a tool's
+	// schema, whatever the profile's form; such a tool is unrepresentable.
+	rootForbids []string
+	// outputObject: the output schema, when emitted, must be of type
+	// "object" (MCP).
+	outputObject bool
 	// fields of the per-tool envelope.
 	envelope func(e envelope) any
 }
@@ -187,20 +191,28 @@ func geminiParamName(s string) bool {
 	return true
 }
 
+var (
+	// OpenAI refuses function parameters with these at the top level.
+	openAIRoot = []string{"allOf", "anyOf", "enum", "not", "oneOf"}
+	// Anthropic refuses an input_schema with these at the top level.
+	anthropicRoot = []string{"allOf", "anyOf", "oneOf"}
+)
+
 var profiles = map[Profile]*profileRules{
-	OpenAI: {names: names64, envelope: func(e envelope) any {
+	OpenAI: {names: names64, rootForbids: openAIRoot, request: &requestLimits{tools: 128}, envelope: func(e envelope) any {
 		return map[string]any{"type": "function", "function": fn(e, "parameters", false)}
 	}},
-	Anthropic: {names: names64, envelope: func(e envelope) any { return fn(e, "input_schema", false) }},
+	Anthropic: {names: names64, rootForbids: anthropicRoot, envelope: func(e envelope) any { return fn(e, "input_schema", false) }},
 	GeminiJSONSchema: {names: namesGemini, envelope: func(e envelope) any {
 		return fn(e, "parametersJsonSchema", false)
 	}},
-	MCP: {names: namesMCP, envelope: mcpEnvelope},
+	MCP: {names: namesMCP, outputObject: true, envelope: mcpEnvelope},
 
 	// OpenAI Structured Outputs, "Supported schemas".
 	OpenAIStrict: {
 		names: names64, subset: true, strictObjects: true, allRequired: true, constToEnum: true,
-		noRootAnyOf: true, needsType: true,
+		rootForbids: openAIRoot, request: &requestLimits{tools: 128},
+		needsType: true,
 		keywords: table(map[string]keywordAction{
 			"anyOf": subList, "pattern": keep, "format": keep,
 			"multipleOf": keep, "maximum": keep, "exclusiveMaximum": keep, "minimum": keep, "exclusiveMinimum": keep,
@@ -216,7 +228,8 @@ var profiles = map[Profile]*profileRules{
 	// use compiles input_schema the same way.
 	AnthropicStrict: {
 		names: names64, subset: true, strictObjects: true, enumPrimitives: true, minItems01: true, simplePattern: true,
-		needsType: true,
+		rootForbids: anthropicRoot,
+		needsType:   true,
 		keywords: table(map[string]keywordAction{
 			"anyOf": subList, "allOf": subList, "pattern": keep, "format": keep, "minItems": keep,
 		}),

@@ -184,7 +184,8 @@ func Project(tools []Listed, profile Profile, opts Options) (Projection, error) 
 }
 
 func (u *requestLimits) fits(e *entry, max *requestLimits) bool {
-	return u.tools+1 <= max.tools && u.optional+e.optional <= max.optional && u.unions+e.unions <= max.unions
+	within := func(n, bound int) bool { return bound == 0 || n <= bound }
+	return within(u.tools+1, max.tools) && within(u.optional+e.optional, max.optional) && within(u.unions+e.unions, max.unions)
 }
 
 func (u *requestLimits) add(e *entry) {
@@ -243,6 +244,9 @@ func toolTitle(t *catalog.Tool) string {
 // it is unrepresentable.
 func build(t *catalog.Tool, alias string, rules *profileRules, method string, b bounds) *entry {
 	e := envelope{name: alias, title: toolTitle(t), description: t.Description, output: t.OutputSchema, annotations: t.Annotations}
+	if r := checkRoot(t, rules, b); r != nil {
+		return &entry{reasons: r}
+	}
 	var counts translated
 	if rules.subset {
 		counts = translate(rules, t.InputSchema, b)
@@ -261,6 +265,32 @@ func build(t *catalog.Tool, alias string, rules *profileRules, method string, b 
 		return &entry{reasons: []Reason{{Path: "", Reason: ReasonMalformed}}}
 	}
 	return &entry{json: raw, tokens: countTokens(method, raw), optional: counts.optional, unions: counts.unions}
+}
+
+// checkRoot applies the API's refusals at the root of a tool's schemas:
+// rootForbids on the input schema and, for MCP, an output schema whose
+// type is not "object" (the protocol's outputSchema is an object schema).
+func checkRoot(t *catalog.Tool, rules *profileRules, b bounds) []Reason {
+	var reasons []Reason
+	if len(rules.rootForbids) > 0 && checkShape(t.InputSchema, b) == nil {
+		var root map[string]json.RawMessage
+		if json.Unmarshal(t.InputSchema, &root) == nil {
+			for _, kw := range rules.rootForbids {
+				if _, ok := root[kw]; ok {
+					reasons = append(reasons, Reason{Keyword: kw, Path: "", Reason: ReasonUnsupported})
+				}
+			}
+		}
+	}
+	if rules.outputObject && len(t.OutputSchema) > 0 && checkShape(t.OutputSchema, b) == nil {
+		var head struct {
+			Type any `json:"type"`
+		}
+		if json.Unmarshal(t.OutputSchema, &head) != nil || head.Type != "object" {
+			reasons = append(reasons, Reason{Keyword: "outputSchema", Path: "", Reason: ReasonValue})
+		}
+	}
+	return reasons
 }
 
 // checkRaw bounds the schemas a pass-through profile emits as they are:

@@ -245,9 +245,6 @@ func (t *translator) schema(ptr string, v any, depth, objDepth int) any {
 			}
 			if kw == "anyOf" {
 				t.unions++
-				if ptr == "" && p.noRootAnyOf {
-					t.refuse(kw, ptr, ReasonUnsupported)
-				}
 			}
 			outList := make([]any, len(list))
 			for i, e := range list {

@@ -91,6 +91,12 @@ func TestUnrepresentableConstructs(t *testing.T) {
 			projection.Reason{Keyword: "properties", Path: "/properties/größe", Reason: projection.ReasonName}},
 		{"root anyOf", []projection.Profile{projection.OpenAIStrict}, `{"type":"object","anyOf":[{"type":"object","properties":{"a":{"type":"string"}},"required":["a"],"additionalProperties":false}],"properties":{"a":{"type":"string"}},"required":["a"],"additionalProperties":false}`,
 			projection.Reason{Keyword: "anyOf", Path: "", Reason: projection.ReasonUnsupported}},
+		{"root oneOf", []projection.Profile{projection.OpenAI, projection.OpenAIStrict, projection.Anthropic, projection.AnthropicStrict},
+			`{"type":"object","oneOf":[{"required":["a"]},{"required":["b"]}],"properties":{"a":{"type":"string"},"b":{"type":"string"}}}`,
+			projection.Reason{Keyword: "oneOf", Path: "", Reason: projection.ReasonUnsupported}},
+		{"root enum", []projection.Profile{projection.OpenAI, projection.OpenAIStrict},
+			`{"type":"object","enum":[{}],"properties":{}}`,
+			projection.Reason{Keyword: "enum", Path: "", Reason: projection.ReasonUnsupported}},
 		{"object nesting", []projection.Profile{projection.OpenAIStrict}, nested(11),
 			projection.Reason{Keyword: "properties", Path: strings.Repeat("/properties/o", 10), Reason: projection.ReasonLimit}},
 		{"schema depth", subsetProfiles, nested(40),
@@ -156,5 +162,20 @@ func TestRepresentableTransformations(t *testing.T) {
 		if string(got) != w {
 			t.Errorf("%s:\n got %s\nwant %s", p, got, w)
 		}
+	}
+}
+
+// TestMCPOutputSchemaIsAnObject: MCP's outputSchema is an object schema;
+// a tool whose output schema is not one is reported for mcp only.
+func TestMCPOutputSchemaIsAnObject(t *testing.T) {
+	l := one(`{"type":"object"}`)
+	l[0].Tool.OutputSchema = json.RawMessage(`{"type":"array"}`)
+	proj, _ := projection.Project(l, projection.MCP, projection.Options{})
+	want := projection.Reason{Keyword: "outputSchema", Path: "", Reason: projection.ReasonValue}
+	if len(proj.Unrepresentable) != 1 || !slices.Contains(proj.Unrepresentable[0].Reasons, want) {
+		t.Fatalf("%+v", proj.Unrepresentable)
+	}
+	if p, _ := projection.Project(l, projection.OpenAI, projection.Options{}); len(p.Tools) != 1 {
+		t.Fatalf("openai: %+v", p.Unrepresentable)
 	}
 }
