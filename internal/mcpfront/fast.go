@@ -40,7 +40,8 @@ import (
 // tested request by request against the SDK path (fast_test.go).
 
 // fastVersions are the revisions the fast path serves (the MCP-Protocol-
-// Version header must name one): those the front is tested at.
+// Version header must name one): every revision the front offers
+// (Versions).
 var fastVersions = [...]string{modernRevision, "2025-11-25", "2025-06-18"}
 
 // implementation is what the turn's server says it is (newServer), and

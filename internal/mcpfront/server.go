@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -24,6 +25,12 @@ const (
 	MetaCallID      = "io.sharedos/callId"
 )
 
+// Versions are the protocol revisions the front offers (server/discover)
+// and negotiates (initialize), newest first: exactly those its tests run
+// every client at. A request at another revision is refused 400 by the
+// SDK's handler; an initialize asking for one is answered 2025-11-25.
+func Versions() []string { return slices.Clone(fastVersions[:]) }
+
 // CodeRefused is the JSON-RPC error code of a listing the turn refused
 // (turn closed, not found, ...); its data is {code, message}.
 const CodeRefused = -32000
@@ -36,9 +43,10 @@ func (f *Front) newServer(e *turnEntry) *mcp.Server {
 	s := mcp.NewServer(implementation, &mcp.ServerOptions{
 		// tools, and nothing else; listChanged false: the turn pins its
 		// catalogue (ADR 0026), so the list never changes under a client.
-		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: false}},
-		Instructions: "Tools of one SharedOS turn. Every call is checked against the turn's live grants.",
-		Logger:       f.opts.Logger,
+		Capabilities:              &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: false}},
+		Instructions:              "Tools of one SharedOS turn. Every call is checked against the turn's live grants.",
+		Logger:                    f.opts.Logger,
+		SupportedProtocolVersions: fastVersions[:],
 	})
 	s.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
