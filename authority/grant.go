@@ -56,6 +56,12 @@ func (g *Grant) ValidAt(now time.Time) bool {
 // instant so validity is always judged live.
 type Authority struct {
 	grants []Grant
+	// live, when set, judges at each decision whether a held grant is
+	// still in force and whether the turn's credential profile is still
+	// bound (Live); who and profile are the turn's.
+	live    *Live
+	who     [2]string
+	profile string
 }
 
 // NewAuthority returns an Authority over grants (copied).
@@ -66,12 +72,37 @@ func NewAuthority(grants []Grant) Authority {
 // Grants returns the grants (do not modify).
 func (a Authority) Grants() []Grant { return a.grants }
 
+// Held returns a without live validity: the grants judged only on the
+// windows they had at resolution (the conformance suite's proof of the
+// row that depends on live validity).
+func (a Authority) Held() Authority { return Authority{grants: a.grants} }
+
+// IsLive reports whether a's grants are judged against live policy.
+func (a Authority) IsLive() bool { return a.live != nil }
+
+// Stale reports whether a's live policy has gone unconfirmed for longer
+// than its staleness bound at now: a decision then cannot tell whether a
+// held grant was revoked, and is refused policy_stale. Never true for an
+// Authority without live policy.
+func (a Authority) Stale(now time.Time) bool { return a.live != nil && a.live.Stale(now) }
+
+// CredentialInForce reports whether the turn's credential profile is still
+// bound to its principal under live policy (always true without it: the
+// binding was checked when the turn opened).
+func (a Authority) CredentialInForce() bool {
+	return a.live == nil || a.live.PermitsCredential(a.who[0], a.who[1], a.profile)
+}
+
+func (a Authority) valid(g *Grant, now time.Time) bool {
+	return g.ValidAt(now) && (a.live == nil || a.live.inForce(a.who, g, now))
+}
+
 // CanDiscover reports whether some grant valid at now covers capability.
 // A tool is shown only if its capability is discoverable.
 func (a Authority) CanDiscover(capability string, now time.Time) bool {
 	for i := range a.grants {
 		g := &a.grants[i]
-		if g.ValidAt(now) && g.Capability.Match(capability) {
+		if g.Capability.Match(capability) && a.valid(g, now) {
 			return true
 		}
 	}
@@ -83,7 +114,7 @@ func (a Authority) CanDiscover(capability string, now time.Time) bool {
 func (a Authority) CanInvoke(capability, resource string, now time.Time) (string, bool) {
 	for i := range a.grants {
 		g := &a.grants[i]
-		if g.ValidAt(now) && g.Capability.Match(capability) && g.Resource.Match(resource) {
+		if g.Capability.Match(capability) && g.Resource.Match(resource) && a.valid(g, now) {
 			return g.ID, true
 		}
 	}

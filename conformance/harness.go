@@ -92,7 +92,7 @@ func (c *Clock) Advance(d time.Duration) {
 var T0 = time.Date(2026, 9, 8, 9, 0, 0, 0, time.UTC)
 
 // Fixture is the world every row runs in: two providers, two principals,
-// a manual clock and an in-memory audit sink.
+// a manual clock, an in-memory audit sink and live policy (Live).
 //
 //	ada (tenant acme): notion.* on notion/workspace/acme/**, notes.* on notes/acme/**
 //	bob (tenant acme): notion.* on notion/workspace/acme/** until T0+1h
@@ -107,6 +107,9 @@ type Fixture struct {
 	// Credentials binds acme-notion-work to ada, acme-notion-bob to bob
 	// and SharedProfile to every principal of acme.
 	Credentials authority.CredentialPolicy
+	// Live is Auth and Credentials: the policy as the node's policy store
+	// keeps it, changed by rows while turns are open.
+	Live *authority.Live
 }
 
 // Principals.
@@ -158,7 +161,7 @@ func searchHandler(_ context.Context, call providers.Call) (providers.Result, er
 // NewFixture builds the world at T0.
 func NewFixture(t testing.TB) *Fixture {
 	t.Helper()
-	src, err := authority.NewStaticSource(map[[2]string][]authority.GrantSpec{
+	live, err := authority.NewLive(map[[2]string][]authority.GrantSpec{
 		{"acme", "ada"}: {
 			{ID: "ada-notion", Capability: "notion.*", Resource: "notion/workspace/acme/**"},
 			{ID: "ada-notes", Capability: "notes.*", Resource: "notes/acme/**"},
@@ -166,11 +169,7 @@ func NewFixture(t testing.TB) *Fixture {
 		{"acme", "bob"}: {
 			{ID: "bob-notion", Capability: "notion.*", Resource: "notion/workspace/acme/**", ExpiresAt: T0.Add(time.Hour)},
 		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	creds, err := authority.NewStaticCredentials([]authority.CredentialBinding{
+	}, []authority.CredentialBinding{
 		{Tenant: "acme", Profile: Ada.CredentialProfile, Principals: []string{"ada"}},
 		{Tenant: "acme", Profile: Bob.CredentialProfile, Principals: []string{"bob"}},
 		{Tenant: "acme", Profile: SharedProfile},
@@ -179,12 +178,13 @@ func NewFixture(t testing.TB) *Fixture {
 		t.Fatal(err)
 	}
 	return &Fixture{
-		Credentials: creds,
+		Live:        live,
+		Credentials: live,
 		Clock:       &Clock{now: T0},
 		Sink:        audit.NewMemory(),
 		Notion:      providers.NewMemory("notion", providers.MemoryTool{Definition: SearchDef("notion.search"), Handler: searchHandler}),
 		Notes:       providers.NewMemory("notes", providers.MemoryTool{Definition: putDef(), Handler: providers.EchoHandler}),
-		Auth:        src,
+		Auth:        live,
 	}
 }
 

@@ -57,7 +57,7 @@ func Rows() []Row {
 		catalogueMovedMidTurn, grantExpiresMidTurn, namespaceToggledMidTurn, toolAddedMidTurn,
 		stepCeiling, oneOperationTurn, providerCalledOncePerTurn, catalogHashJoins, contractChangedBeforeCall,
 		decidedAtTheInstant, foreignLease, crossTenantOpen, credentialProfileBound, directProviderCall,
-		sameNameTwoServers, listChangedMidTurn,
+		sameNameTwoServers, listChangedMidTurn, grantRevokedMidTurn,
 		staleTokenReconnect, // mcpcol.go
 	}
 }
@@ -650,5 +650,44 @@ var directProviderCall = Row{
 			}
 		}
 		return probe("close", h.D.Close(ctx, who, lease))
+	},
+}
+
+// grantRevokedMidTurn: which grants a turn holds is resolved once, but
+// whether each is still in force is judged at every decision against the
+// live policy: a grant revoked while the turn is open refuses from the
+// turn's next operation, and a grant added meanwhile is not the turn's.
+var grantRevokedMidTurn = Row{
+	Name:    "grant-revoked-mid-turn",
+	Probe:   "ada's call passes; ada-notion is revoked and ada-admin added in the policy; a new turn sees ada-admin and not ada-notion",
+	Attack:  "the open turn's next listing and call under the revoked grant (and under the added one)",
+	Want:    reason.NotDiscoverable,
+	Disable: func(s *turn.Switches) { s.NoLiveValidity = true },
+	Run: func(ctx context.Context, h *H) error {
+		who, _, err := open(ctx, h, Ada)
+		if err != nil {
+			return err
+		}
+		if _, err := h.D.Invoke(ctx, who, "notion_search", searchArgs("acme")); err != nil {
+			return probe("call under ada-notion", err)
+		}
+		if err := h.F.Live.SetGrants("acme", "ada", []authority.GrantSpec{
+			{ID: "ada-notes", Capability: "notes.*", Resource: "notes/acme/**"},
+			{ID: "ada-admin", Capability: "notion.search", Resource: "notion/workspace/**"},
+		}); err != nil {
+			return fmt.Errorf("revoke: %w", err)
+		}
+		l, err := h.D.ListTools(ctx, Ada) // a turn of one operation resolves the policy as it is now
+		if err != nil || !shows(l, "notion_search") {
+			return fmt.Errorf("probe a new turn under ada-admin: %v (shown: %v)", err, aliases(l))
+		}
+		if l, err = h.D.ListTools(ctx, who); err != nil {
+			return probe("listing in the open turn", err)
+		}
+		if shows(l, "notion_search") {
+			return fmt.Errorf("attack listing after revocation: notion_search still shown")
+		}
+		_, err = h.D.Invoke(ctx, who, "notion_search", searchArgs("acme"))
+		return refused("call after revocation", err, reason.NotDiscoverable)
 	},
 }

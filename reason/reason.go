@@ -77,6 +77,11 @@ const (
 	// caller's bus identity is narrowed to other profiles
 	// (docs/security.md).
 	CredentialForbidden Code = "credential_forbidden"
+	// PolicyStale: the node has not been able to confirm its view of the
+	// policy store for longer than policy.max_staleness (it may be cut off
+	// from the store's leader), so it cannot tell whether a grant the turn
+	// holds was revoked; the operation was not decided.
+	PolicyStale Code = "policy_stale"
 	// Internal: a SharedOS fault, not the caller's: a bug or an
 	// infrastructure failure.
 	Internal Code = "internal"
@@ -89,7 +94,7 @@ func Codes() []Code {
 		NoMatchingGrant, StepCeilingExceeded, TurnClosed, TurnNotFound,
 		ProviderUnavailable, ProviderTimeout, ProviderError, CapabilityChanged,
 		Overloaded, InvalidRequest, NodeUnavailable, AuditUnavailable,
-		DeadlineExceeded, ResultTooLarge, RateLimited, TenantForbidden, CredentialForbidden, Internal,
+		DeadlineExceeded, ResultTooLarge, RateLimited, TenantForbidden, CredentialForbidden, PolicyStale, Internal,
 	}
 }
 
@@ -167,5 +172,6 @@ var (
 	ErrRateLimited         = &Error{Code: RateLimited}
 	ErrTenantForbidden     = &Error{Code: TenantForbidden}
 	ErrCredentialForbidden = &Error{Code: CredentialForbidden}
+	ErrPolicyStale         = &Error{Code: PolicyStale}
 	ErrInternal            = &Error{Code: Internal}
 )

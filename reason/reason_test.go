@@ -21,6 +21,7 @@ func TestErrorsIsMatchesByCode(t *testing.T) {
 		reason.DeadlineExceeded: reason.ErrDeadlineExceeded, reason.ResultTooLarge: reason.ErrResultTooLarge,
 		reason.RateLimited: reason.ErrRateLimited, reason.TenantForbidden: reason.ErrTenantForbidden,
 		reason.CredentialForbidden: reason.ErrCredentialForbidden,
+		reason.PolicyStale:         reason.ErrPolicyStale,
 		reason.Internal:            reason.ErrInternal,
 	}
 	if len(sentinels) != len(reason.Codes()) {

@@ -65,6 +65,10 @@ type Switches struct {
 	// NoCredentialBinding lets an access name any credential profile,
 	// bound to its principal or not (read by the kernel).
 	NoCredentialBinding bool
+	// NoLiveValidity judges the grants a turn holds only on the windows
+	// they had when the turn resolved them: a grant revoked or shortened
+	// in the policy store since then stays valid for the turn.
+	NoLiveValidity bool
 	// NoGrantCheck makes providers run calls without verifying the node's
 	// signed execution grant (not a kernel mechanism: the provider SDK's,
 	// which the remote-provider column switches off with it).
@@ -206,6 +210,9 @@ func (m *Machine) Resolve(now time.Time, r Resolution) *audit.Record {
 		return m.record(now, ev)
 	}
 	m.auth, m.registry, m.providers = r.Authority, r.Registry, r.Providers
+	if m.cfg.Switches.NoLiveValidity {
+		m.auth = m.auth.Held()
+	}
 	for i := range r.Registry.Len() {
 		t, alias := r.Registry.At(i)
 		ev.Catalog.Tools = append(ev.Catalog.Tools, audit.Tool{
@@ -304,6 +311,9 @@ func (m *Machine) ListPage(now time.Time, p Page) (listed []Listed, next, hash s
 		if start < 0 {
 			return nil, "", "", nil, reason.New(reason.InvalidRequest, "cursor %q names no tool of turn %s", p.After, m.access.TurnID)
 		}
+	}
+	if err := m.policyInForce(now); err != nil {
+		return nil, "", "", nil, err
 	}
 	at := m.authInstant(now)
 	aliases := []string{}
@@ -461,6 +471,9 @@ func (m *Machine) decide(now time.Time, inv Invocation, d *Decision) *reason.Err
 	if !m.nsEnabled(tool.Namespace) {
 		return reason.New(reason.NamespaceDisabled, "namespace %q is not enabled", tool.Namespace)
 	}
+	if err := m.policyInForce(now); err != nil {
+		return err
+	}
 	at := m.authInstant(now)
 	if !m.auth.CanDiscover(tool.Capability, at) {
 		return reason.New(reason.NotDiscoverable, "no grant valid now covers %s", tool.Capability)
@@ -484,6 +497,21 @@ func (m *Machine) decide(now time.Time, inv Invocation, d *Decision) *reason.Err
 	}
 	if m.cfg.MaxInFlight > 0 && len(m.inFlight) >= m.cfg.MaxInFlight {
 		return reason.New(reason.Overloaded, "%d calls in flight in this turn", len(m.inFlight))
+	}
+	return nil
+}
+
+// policyInForce refuses a decision the turn's live policy cannot support
+// at now: a view of the policy store unconfirmed beyond its staleness
+// bound (policy_stale), or a credential binding withdrawn from the turn's
+// principal since it opened (credential_forbidden). Without live policy
+// it refuses nothing.
+func (m *Machine) policyInForce(now time.Time) *reason.Error {
+	if m.auth.Stale(now) {
+		return reason.New(reason.PolicyStale, "the node's view of the policy store is older than its staleness bound; no decision until it is current again")
+	}
+	if !m.cfg.Switches.NoCredentialBinding && !m.auth.CredentialInForce() {
+		return reason.New(reason.CredentialForbidden, "credential profile %q is no longer bound to %s/%s", m.access.CredentialProfile, m.access.Tenant, m.access.Principal)
 	}
 	return nil
 }
