@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"errors"
 	"flag"
 	"fmt"
@@ -136,13 +135,13 @@ func (c *conn) dial() (*nats.Conn, error) {
 		}
 	}
 	opts := []nats.Option{nats.Name("sharedos-cli")}
-	auth, err := c.auth()
+	auth, who, err := c.auth()
 	if err != nil {
 		return nil, err
 	}
 	nc, err := nats.Connect(c.url, append(opts, auth...)...)
 	if err != nil {
-		return nil, fmt.Errorf("connecting to %s (from %s; is `node serve` running?): %w", c.url, c.urlFrom, err)
+		return nil, fmt.Errorf("connecting to %s (from %s; is `node serve` running?) %s: %w", c.url, c.urlFrom, who, err)
 	}
 	return nc, nil
 }
@@ -150,18 +149,32 @@ func (c *conn) dial() (*nats.Conn, error) {
 // auth are the options to authenticate with: --creds, else
 // $SHAREDOS_CREDS, else the seed the node generated for --as in its
 // credentials directory (the config's node.creds_dir, else ./data/creds),
-// if it is there; else none (a bus without authentication).
-func (c *conn) auth() ([]nats.Option, error) {
+// if it is there; else none (a bus without authentication). who says, for
+// an error, which identity and which file that is.
+func (c *conn) auth() (opts []nats.Option, who string, err error) {
 	file, from := c.creds, "--creds"
 	if file == "" {
 		file, from = os.Getenv("SHAREDOS_CREDS"), "$SHAREDOS_CREDS"
 	}
-	if file == "" {
-		from = "the node's generated seed for " + c.as
+	if file != "" {
+		if opts, err = identity.CredentialOptions(file); err != nil {
+			return nil, "", fmt.Errorf("credentials (%s): %w", from, err)
+		}
+		if strings.HasSuffix(file, ".creds") {
+			return opts, fmt.Sprintf("with the credentials file %s (%s)", file, from), nil
+		}
+		return opts, fmt.Sprintf("as identity %s with the seed %s (%s)", identity.NameOfSeedFile(file), file, from), nil
 	}
-	opts, err := identity.Credentials(file, identity.SeedFile(cmp.Or(c.credsDir, identity.DefaultDir("./data")), c.as))
-	if err != nil {
-		return nil, fmt.Errorf("credentials (%s): %w", from, err)
+	dir, dirFrom := c.credsDir, "node.creds_dir of "+c.cfg.path
+	if dir == "" {
+		dir, dirFrom = identity.DefaultDir("./data"), "no config read"
 	}
-	return opts, nil
+	seed := identity.SeedFile(dir, c.as)
+	if _, serr := os.Stat(seed); serr != nil {
+		return nil, fmt.Sprintf("without credentials: identity %s has no seed at %s (%s; pass the node's --config, --as NAME or --creds FILE)", c.as, seed, dirFrom), nil
+	}
+	if opts, err = identity.CredentialOptions(seed); err != nil {
+		return nil, "", fmt.Errorf("credentials (the node's generated seed for %s): %w", c.as, err)
+	}
+	return opts, fmt.Sprintf("as identity %s with the seed %s (%s)", c.as, seed, dirFrom), nil
 }

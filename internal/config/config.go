@@ -382,13 +382,53 @@ type Duration = mcpprovider.Duration
 // DefaultDrainTimeout is node.drain_timeout when the file does not set it.
 const DefaultDrainTimeout = 20 * time.Second
 
-// Load reads and validates a config file.
+// Load reads and validates a config file. Its relative paths are taken
+// relative to the file's directory (ResolvePaths), so the file means the
+// same whatever directory a node or the CLI is started in.
 func Load(path string) (*Config, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	return Parse(b)
+	c, err := Parse(b)
+	if err != nil {
+		return nil, err
+	}
+	c.ResolvePaths(filepath.Dir(path))
+	return c, nil
+}
+
+// ResolvePaths joins dir to every relative path of c: node.data_dir and
+// node.creds_dir (given or defaulted), cluster.nodes[].data_dir,
+// nats.credentials, audit.key_file, and providers[].mcp's dir and
+// credentials[].file. Commands and their arguments (providers[].mcp's
+// command and args) are not paths of the file and are left as written: a
+// child runs in mcp.dir, else in the node's working directory. Absolute
+// paths, and every path when dir is "" or ".", are left unchanged.
+func (c *Config) ResolvePaths(dir string) {
+	if dir == "" || dir == "." {
+		return
+	}
+	at := func(p *string) {
+		if *p != "" && !filepath.IsAbs(*p) {
+			*p = filepath.Join(dir, *p)
+		}
+	}
+	at(&c.Node.DataDir)
+	at(&c.Node.CredsDir)
+	at(&c.NATS.Credentials)
+	at(&c.Audit.KeyFile)
+	for i := range c.Cluster.Nodes {
+		at(&c.Cluster.Nodes[i].DataDir)
+	}
+	for i := range c.Providers {
+		if m := c.Providers[i].MCP; m != nil {
+			at(&m.Dir)
+			for j := range m.Credentials {
+				at(&m.Credentials[j].File)
+			}
+		}
+	}
 }
 
 // Parse decodes YAML strictly (unknown fields are errors), applies
