@@ -29,7 +29,7 @@ func BenchmarkProject500(b *testing.B) {
 				start := time.Now()
 				proj, err := projection.Project(listed, p, opts)
 				durations = append(durations, time.Since(start))
-				if err != nil || len(proj.Tools)+len(proj.Unrepresentable) != 500 {
+				if err != nil || len(proj.Tools)+len(proj.Unrepresentable)+len(proj.OverLimit) != 500 {
 					b.Fatal(err)
 				}
 			}

@@ -145,9 +145,9 @@ func Project(tools []Listed, profile Profile, opts Options) (Projection, error) 
 	aliases := assignAliases(tools, rules.names)
 	proj := Projection{Profile: profile, TokenMethod: method, byAlias: make(map[string]catalog.Identity, len(tools))}
 	b := opts.bounds()
-	var listing bytes.Buffer
 	var used requestLimits
-	listing.WriteByte('[')
+	size := 2
+	proj.Tools = make([]Tool, 0, len(tools))
 	for i, l := range tools {
 		e := opts.Cache.entry(cacheKey{revision: l.Tool.Revision, profile: profile, alias: aliases[i], method: method, bounds: b}, func() *entry {
 			return build(l.Tool, aliases[i], rules, method, b)
@@ -168,16 +168,20 @@ func Project(tools []Listed, profile Profile, opts Options) (Projection, error) 
 			continue
 		}
 		used.add(e)
-		if len(proj.Tools) > 0 {
-			listing.WriteByte(',')
-		}
-		listing.Write(e.json)
+		size += len(e.json) + 1
 		proj.Tokens += e.tokens
 		proj.Tools = append(proj.Tools, Tool{Alias: aliases[i], Identity: l.Tool.Identity, Revision: l.Tool.Revision, JSON: e.json, Tokens: e.tokens})
 		proj.byAlias[aliases[i]] = l.Tool.Identity
 	}
-	listing.WriteByte(']')
-	proj.Listing = listing.Bytes()
+	listing := make([]byte, 0, size)
+	listing = append(listing, '[')
+	for i, t := range proj.Tools {
+		if i > 0 {
+			listing = append(listing, ',')
+		}
+		listing = append(listing, t.JSON...)
+	}
+	proj.Listing = append(listing, ']')
 	sum := sha256.Sum256(proj.Listing)
 	proj.Hash = hex.EncodeToString(sum[:])
 	return proj, nil

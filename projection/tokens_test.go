@@ -233,3 +233,22 @@ func TestSyntheticIsDistinct(t *testing.T) {
 		t.Fatalf("alias %q", s[0].Alias)
 	}
 }
+
+// TestListingTokensVsSum: a listing's Tokens is the sum of its tools'
+// standalone counts; the exact count of the joined listing differs from
+// it only at the joins (the brackets and commas, and BPE merges across a
+// boundary) — at most two tokens a tool. The log gives the figure in
+// docs/model-facing.md.
+func TestListingTokensVsSum(t *testing.T) {
+	for _, listed := range [][]projection.Listed{fixture(t), synthetic(t, 200)} {
+		for _, p := range []projection.Profile{projection.OpenAI, projection.OpenAIStrict} {
+			proj, _ := projection.Project(listed, p, projection.Options{})
+			exact, _ := projection.CountTokens(projection.EncodingO200k, string(proj.Listing))
+			diff := exact - proj.Tokens
+			t.Logf("%s, %d tools: listing %d tokens, sum of tools %d (%+d)", p, len(proj.Tools), exact, proj.Tokens, diff)
+			if diff < -2*len(proj.Tools) || diff > 2*len(proj.Tools)+2 {
+				t.Errorf("%s: listing %d tokens, sum %d", p, exact, proj.Tokens)
+			}
+		}
+	}
+}
