@@ -171,6 +171,18 @@ clean:
 mcp-interop:
 	MCP_INTEROP=1 $(GO) test -count=1 -run '^TestInteropEverything$$' -v ./internal/mcpprovider
 
+## mcp-clients: the official TypeScript SDK client (npm @modelcontextprotocol/client, about
+## 18 MB under $(MCP_TSCLIENT_DIR)) beside the Go SDK and mcp-go in the MCP tests: every revision
+## the front offers over HTTP, the stdio bridge, content blocks through a turn. Needs node and
+## npm; without them (or before this target installs the client) those tests skip.
+MCP_TSCLIENT ?= 2.4.0
+MCP_TSCLIENT_DIR ?= .cache/mcp-tsclient
+.PHONY: mcp-clients
+mcp-clients:
+	npm install --no-audit --no-fund --silent --prefix $(MCP_TSCLIENT_DIR) @modelcontextprotocol/client@$(MCP_TSCLIENT)
+	MCP_TSCLIENT_DIR=$(abspath $(MCP_TSCLIENT_DIR)) $(GO) test -race -count=1 -run 'TypeScript' -v ./internal/mcpfront ./internal/mcpprovider \
+	  | grep -E '^(\s*--- |ok|FAIL|PASS)'
+
 ## mcp-conformance: the official MCP conformance suite (npm @modelcontextprotocol/conformance)
 ## against a turn served by the MCP front (cmd/mcp-conformance: an in-process kernel with the
 ## sample tools the suite calls, a turn, its token, and a loopback proxy adding the token while

@@ -26,6 +26,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	serveBridgeIfAsked() // a child launched as the stdio bridge (tsclient_test.go)
 	goleak.VerifyTestMain(m,
 		goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1"),
 		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"), // keep-alive conns of http.DefaultTransport
