@@ -18,10 +18,10 @@ import (
 )
 
 // A second, independent client (mark3labs/mcp-go) at its latest revision
-// and at 2025-06-18: connect, list, call, refusals, step ceiling, and
+// and at every revision the front offers: connect, list, call, refusals, step ceiling, and
 // refused after the turn closes.
 func TestSecondClientMark3labs(t *testing.T) {
-	for _, v := range []string{"", "2025-06-18"} {
+	for _, v := range append([]string{""}, mcpfront.Versions()...) {
 		t.Run("version="+v, func(t *testing.T) {
 			e := newEnv(t, func(o *actors.Options) { o.StepCeiling = 1 }, nil)
 			who, tok := e.open(t, conformance.Ada)
