@@ -22,6 +22,9 @@ import (
 	"github.com/sharedos/sharedos/internal/audit"
 )
 
+// auditSubcommands are node audit's subcommands.
+var auditSubcommands = []string{"tail", "export", "verify", "keys"}
+
 const auditUsage = `usage: node audit SUBCOMMAND [flags]
 
   tail      follow the audit stream, one JSON event per line (Ctrl-C stops)
@@ -33,7 +36,7 @@ const auditUsage = `usage: node audit SUBCOMMAND [flags]
 Run "node audit SUBCOMMAND -h" for its flags.`
 
 func auditCmd(args []string) error {
-	sub, args, err := group("audit", auditUsage, args, "tail", "export", "verify", "keys")
+	sub, args, err := group("audit", auditUsage, args, auditSubcommands...)
 	if err != nil {
 		return err
 	}

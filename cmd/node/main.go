@@ -2,11 +2,16 @@
 //
 //	node serve --config cluster.yaml           run a node (embedded NATS by default)
 //	node turn open --tenant acme --principal ada --ns notes,text
-//	node turn list | namespaces | call ALIAS 'JSON' | ns-set notes,text | close | saved
+//	node turn list | namespaces | call ALIAS 'JSON' | ns-set notes,text | close | saved | token
+//	node mcp --token-file FILE                 serve a turn to a model sandbox over stdio
 //	node audit tail [--tenant T] [--turn ID] [--type tool.invoked] [--from-start] [--durable NAME]
 //	node audit export [--out FILE]
-//	node audit verify [--file FILE] [--trust KEYS] [--anchor CHECKPOINT] [--open-ok=false]
+//	node audit verify [--file FILE] [--trust KEYS] [--anchor CHECKPOINT] [--open-ok=false] [--unattested-ok=false]
 //	node audit keys [--local] [--key FILE]
+//	node status | identities
+//
+// "node -h" lists every command with its own flags; "node COMMAND -h"
+// prints one command's usage with every flag it takes.
 //
 // Output: data goes to stdout as JSON — one JSON object per command, or
 // JSON lines for the streams (audit tail, audit export without --out);
@@ -20,6 +25,7 @@
 // environment variable, else --config (default cluster.yaml; a --config
 // that names a missing file is an error); the subject prefix and audit
 // stream from --prefix/--stream, else the config, else the defaults.
+// Relative paths in a config file are relative to the file's directory.
 // `turn open` saves the turn's handle and lease in .sharedos/turns.json;
 // the next commands act on the most recently opened saved turn unless
 // --turn names another.
@@ -30,27 +36,51 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
+	"strings"
 )
 
 const usage = `usage: node COMMAND [SUBCOMMAND] [flags] [arguments]
 
-  node serve [--config cluster.yaml] [--log-level info]
+  node serve [--config cluster.yaml] [--node ID] [--log-level info]
   node turn open --tenant T --principal P [--credential C] [--ns a,b] [--attr k=v,k=v] [--attach NODE/TURN]
-  node turn list | namespaces | call ALIAS [JSON] | ns-set a,b | close | saved   [--turn NODE/TURN]
+  node turn list | namespaces | call ALIAS [JSON] | invoke ALIAS [JSON] | ns-set a,b | close   [--turn NODE/TURN]
   node turn token [--ttl 10m] [--out FILE]   [--turn NODE/TURN]
+  node turn saved
   node mcp [--token-file FILE] [--url URL]
-  node audit tail [--tenant T] [--turn ID] [--type TYPE] [--from-start] [--durable NAME]
-  node audit export [--out FILE]
-  node audit verify [--file FILE] [--trust KEYS] [--anchor CHECKPOINT] [--open-ok=false]
+  node audit tail [--tenant T] [--turn ID] [--type TYPE,...] [--from-start] [--durable NAME]
+  node audit export [--out FILE] [--tenant T] [--turn ID] [--type TYPE,...]
+  node audit verify [--file FILE] [--trust KEYS] [--anchor CHECKPOINT,...] [--open-ok=false] [--unattested-ok=false] [--tenant T] [--turn ID]
   node audit keys [--local] [--key FILE]
-  node status [--http ADDR] [--config cluster.yaml]
-  node identities [--config cluster.yaml] [--creds-dir DIR]
+  node status [--http ADDR]
+  node identities [--creds-dir DIR]
 
+Every turn and audit command also takes --config FILE (default cluster.yaml),
+--nats URL, --prefix P, --creds FILE and --as NAME (audit: --stream S; turn:
+--timeout D); status and identities take --config, status --timeout.
 Data is printed to stdout as JSON (JSON lines for audit tail and export);
 errors and notes go to stderr. Exit codes: 0 done, 1 failed, 2 usage error,
 3 refused by the kernel, 4 audit verification failed.
 NATS is found from --nats, else $NATS_URL, else --config (default cluster.yaml).
 Run "node COMMAND -h" (e.g. "node turn call -h") for a command's flags.`
+
+// command is one of node's commands: its name, what runs it, and, for a
+// group (turn, audit), the subcommands it takes.
+type command struct {
+	name        string
+	run         func(args []string) error
+	subcommands []string
+}
+
+// commands are node's commands, in the order usage lists them.
+var commands = []command{
+	{"serve", serve, nil},
+	{"turn", turnCmd, turnSubcommands},
+	{"mcp", mcpCmd, nil},
+	{"audit", auditCmd, auditSubcommands},
+	{"status", statusCmd, nil},
+	{"identities", identitiesCmd, nil},
+}
 
 func main() {
 	os.Exit(run(os.Args[1:]))
@@ -69,26 +99,22 @@ func run(args []string) int {
 	}
 	var err error
 	switch args[0] {
-	case "serve":
-		err = serve(args[1:])
-	case "turn":
-		err = turnCmd(args[1:])
-	case "mcp":
-		err = mcpCmd(args[1:])
-	case "audit":
-		err = auditCmd(args[1:])
-	case "status":
-		err = statusCmd(args[1:])
-	case "identities":
-		err = identitiesCmd(args[1:])
 	case "-h", "-help", "--help", "help":
 		if len(args) > 1 && args[0] == "help" { // node help turn == node turn -h
 			return run([]string{args[1], "-h"})
 		}
 		fmt.Fprintln(stdout, usage)
 		return 0
-	default:
-		err = usageError{fmt.Errorf("unknown command %q (serve, turn, mcp, audit, status, identities; node -h for usage)", args[0])}
+	}
+	i := slices.IndexFunc(commands, func(c command) bool { return c.name == args[0] })
+	if i >= 0 {
+		err = commands[i].run(args[1:])
+	} else {
+		var names []string
+		for _, c := range commands {
+			names = append(names, c.name)
+		}
+		err = usageError{fmt.Errorf("unknown command %q (%s; node -h for usage)", args[0], strings.Join(names, ", "))}
 	}
 	switch {
 	case err == nil, errors.Is(err, errHelp):

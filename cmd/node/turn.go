@@ -25,10 +25,15 @@ const turnUsage = `usage: node turn SUBCOMMAND [flags] [arguments]
   call ALIAS [JSON]   call a tool (alias: invoke); JSON arguments default to {}
   ns-set a,b          replace the enabled namespaces
   close               release the turn's lease and forget it
+  token [--ttl 10m] [--out FILE]
+                      mint an execution token: a model sandbox reaches the
+                      turn's tools over MCP with it (node mcp --token-file FILE)
   saved               the turns saved here; the last one is the default
 
-Every command but open and saved acts on the most recently opened saved turn,
-or on --turn NODE/TURN (or just the turn id) naming another saved one.
+Every subcommand takes --config FILE, --nats URL, --prefix P, --creds FILE,
+--as NAME and --timeout D (saved contacts nothing: it only checks --config).
+Every subcommand but open and saved acts on the most recently opened saved
+turn, or on --turn NODE/TURN (or just the turn id) naming another saved one.
 Several turns can be open at once: each open adds one; close removes it.
 Data is printed to stdout as one JSON object; errors and notes go to stderr.
 A refusal prints {"refused": CODE, "message": ...} (with "call_id",
@@ -54,8 +59,11 @@ var (
 	legacyStatePath = filepath.Join(".sharedos", "turn.json") // one saved turn, before turns.json
 )
 
+// turnSubcommands are node turn's subcommands ("invoke" is "call").
+var turnSubcommands = []string{"open", "list", "namespaces", "call", "invoke", "ns-set", "close", "token", "saved"}
+
 func turnCmd(args []string) error {
-	sub, args, err := group("turn", turnUsage, args, "open", "list", "namespaces", "call", "invoke", "ns-set", "close", "saved", "token")
+	sub, args, err := group("turn", turnUsage, args, turnSubcommands...)
 	if err != nil {
 		return err
 	}
@@ -69,7 +77,7 @@ func turnCmd(args []string) error {
 		"call":       "ALIAS [JSON] [--turn NODE/TURN] [flags]",
 		"ns-set":     "a,b,... [--turn NODE/TURN] [flags]",
 		"close":      "[--turn NODE/TURN] [flags]",
-		"saved":      "",
+		"saved":      "[flags]",
 		"token":      "[--ttl 10m] [--out FILE] [--turn NODE/TURN] [flags]",
 	}[sub]
 	about := map[string]string{
@@ -86,12 +94,12 @@ func turnCmd(args []string) error {
 	var c conn
 	var timeout *time.Duration
 	var turnSel string
-	if sub != "saved" {
-		c.flags(fs, false)
-		timeout = fs.Duration("timeout", 30*time.Second, "request timeout")
-		if sub != "open" {
-			fs.StringVar(&turnSel, "turn", "", "the saved turn to act on: NODE/TURN or the turn id (default: the last opened)")
-		}
+	// Every subcommand takes the common flags, saved included: a script
+	// passes the same flags to each.
+	c.flags(fs, false)
+	timeout = fs.Duration("timeout", 30*time.Second, "request timeout")
+	if sub != "open" && sub != "saved" {
+		fs.StringVar(&turnSel, "turn", "", "the saved turn to act on: NODE/TURN or the turn id (default: the last opened)")
 	}
 	var tenant, principal, credential, ns, attrs, attach string
 	if sub == "open" {
@@ -118,10 +126,8 @@ func turnCmd(args []string) error {
 		}
 	}
 
-	if sub != "saved" {
-		if err := c.resolve(); err != nil { // a bad --config is reported first
-			return err
-		}
+	if err := c.resolve(); err != nil { // a bad --config is reported first
+		return err
 	}
 	store, err := loadStore()
 	if err != nil {
