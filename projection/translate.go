@@ -122,6 +122,11 @@ type translator struct {
 	reasons []Reason
 	nodes   int
 	inline  []string // $ref targets being inlined, innermost last
+	// keepOpen is set for the next schema translated when it applies in
+	// place with others that may name other keys (an allOf branch, or an
+	// anyOf branch beside properties): closing it would refuse those
+	// keys, so the strict profiles refuse it instead of adding false.
+	keepOpen bool
 
 	props, enums, chars, optional, unions int
 }
@@ -204,6 +209,8 @@ func (t *translator) schema(ptr string, v any, depth, objDepth int) any {
 		}
 		return nil
 	}
+	keepOpen := t.keepOpen
+	t.keepOpen = false
 	obj, ok := v.(map[string]any)
 	if !ok {
 		if _, isBool := v.(bool); isBool {
@@ -214,6 +221,7 @@ func (t *translator) schema(ptr string, v any, depth, objDepth int) any {
 		return nil
 	}
 	if ref, ok := obj["$ref"]; ok {
+		t.keepOpen = keepOpen
 		return t.ref(ptr, obj, ref, depth, objDepth)
 	}
 	p := t.p
@@ -248,6 +256,7 @@ func (t *translator) schema(ptr string, v any, depth, objDepth int) any {
 			}
 			outList := make([]any, len(list))
 			for i, e := range list {
+				t.keepOpen = kw == "allOf" || obj["properties"] != nil
 				outList[i] = t.schema(child(ptr, kw, strconv.Itoa(i)), e, depth+1, objDepth)
 			}
 			out[kw] = outList
@@ -273,7 +282,7 @@ func (t *translator) schema(ptr string, v any, depth, objDepth int) any {
 			t.special(kw, ptr, obj, val, out)
 		}
 	}
-	t.object(ptr, obj, out, isObject)
+	t.object(ptr, obj, out, isObject, keepOpen)
 	if slices.Contains(types, "array") && obj["items"] == nil {
 		t.refuse("items", ptr, ReasonUntyped)
 	}
@@ -393,6 +402,12 @@ func (t *translator) special(kw, ptr string, obj map[string]any, val any, out ma
 		}
 		out[kw] = strings.ToUpper(nonNull[0])
 		if len(nonNull) < len(types) {
+			// OpenAPI 3.0 readers differ on whether nullable admits null
+			// past an enum; a nullable enum is refused rather than guessed.
+			if obj["enum"] != nil || obj["const"] != nil {
+				t.refuse(kw, ptr, ReasonValue)
+				return
+			}
 			out["nullable"] = true
 		}
 	case "enum":
@@ -526,7 +541,7 @@ func simpleRegex(s string) bool {
 }
 
 // object applies the profile's object rules to a translated schema.
-func (t *translator) object(ptr string, obj, out map[string]any, isObject bool) {
+func (t *translator) object(ptr string, obj, out map[string]any, isObject, keepOpen bool) {
 	p := t.p
 	props, _ := obj["properties"].(map[string]any)
 	req := map[string]bool{}
@@ -551,7 +566,7 @@ func (t *translator) object(ptr string, obj, out map[string]any, isObject bool) 
 	case hasAP && ap == false:
 	case hasAP:
 		// Refused in special.
-	case len(props) == 0:
+	case len(props) == 0 || keepOpen:
 		t.refuse("additionalProperties", ptr, ReasonOpenObject)
 	default:
 		// The documented narrowing: keys the schema does not name are
