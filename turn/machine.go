@@ -581,9 +581,8 @@ func (m *Machine) BeginClose() bool {
 	return len(m.inFlight) == 0
 }
 
-// Finish closes the turn and returns turn.closed; why is "released",
-// "idle", "closed", "shutdown" or "one_operation". It returns nil if the
-// turn was already closed.
+// Finish closes the turn and returns turn.closed; why is one of
+// audit.CloseReasons. It returns nil if the turn was already closed.
 func (m *Machine) Finish(now time.Time, why string) *audit.Record {
 	now = m.at(now)
 	if m.phase == closed {

@@ -129,9 +129,37 @@ type Call struct {
 	ResultLen int    `json:"result_bytes,omitempty"`
 }
 
+// Why a turn closed: turn.closed's close.reason. Part of the wire
+// contract (docs/schemas/turn.closed.schema.json lists exactly these):
+// only ever added.
+const (
+	// CloseReleased: its last lease was released.
+	CloseReleased = "released"
+	// CloseIdle: no operation for the kernel's idle timeout.
+	CloseIdle = "idle"
+	// CloseShutdown: the node stopped (or its drain ended) with the turn
+	// open.
+	CloseShutdown = "shutdown"
+	// CloseOneOperation: a turn of one operation, after its operation.
+	CloseOneOperation = "one_operation"
+	// CloseAuditUnavailable: the stream did not store one of the turn's
+	// records, so the turn failed closed.
+	CloseAuditUnavailable = "audit_unavailable"
+	// CloseTenantForbidden and CloseCredentialForbidden: the turn records
+	// a request refused because its caller may not act for the tenant it
+	// named, or with the credential profile it named.
+	CloseTenantForbidden     = "tenant_forbidden"
+	CloseCredentialForbidden = "credential_forbidden"
+)
+
+// CloseReasons lists every close reason.
+func CloseReasons() []string {
+	return []string{CloseReleased, CloseIdle, CloseShutdown, CloseOneOperation, CloseAuditUnavailable, CloseTenantForbidden, CloseCredentialForbidden}
+}
+
 // Close describes the end of a turn.
 type Close struct {
-	Reason string `json:"reason"` // "released", "idle", "closed", "shutdown", "one_operation", "audit_unavailable", "tenant_forbidden", "credential_forbidden"
+	Reason string `json:"reason"` // one of CloseReasons
 	Steps  int    `json:"steps"`
 	Events uint64 `json:"events"` // events in the chain, this one included
 }
