@@ -442,7 +442,11 @@ func (t *translator) special(kw, ptr string, obj map[string]any, val any, out ma
 			out[kw] = val
 		}
 	case "required":
-		list, _ := val.([]any)
+		list, ok := val.([]any)
+		if !ok {
+			t.refuse(kw, ptr, ReasonMalformed)
+			return
+		}
 		out[kw] = list
 	case "additionalProperties":
 		switch {
