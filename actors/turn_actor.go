@@ -74,7 +74,8 @@ type pendingCall struct {
 	// key is the call's request key when it is keyed, else "".
 	key string
 	// dispatched is set by the execution once the call is handed to its
-	// provider (after its tool.invoked is stored).
+	// provider (after its tool.invoked is stored), and cleared when the
+	// provider's error says it never sent it (providers.ErrNotDispatched).
 	dispatched atomic.Bool
 }
 
@@ -541,8 +542,13 @@ func (a *turnActor) invoke(ctx actor.Context, sender *actor.PID, msg *invokeTool
 		}
 		pc.dispatched.Store(true)
 		res, err := execute(cctx, p, call)
+		if errors.Is(err, providers.ErrNotDispatched) {
+			pc.dispatched.Store(false) // the provider says it never sent it
+		}
 		n := len(res.Text) + len(res.Structured)
 		switch {
+		case err != nil && callerGone() && !pc.dispatched.Load():
+			c.comp.Err = reason.New(reason.DeadlineExceeded, "the caller's deadline passed before %s was sent; the call did not run", call.Tool)
 		case err != nil && callerGone():
 			c.comp.Err = reason.New(reason.DeadlineExceeded, "the caller's deadline passed while %s ran; it may have taken effect", call.Tool)
 		case err != nil:

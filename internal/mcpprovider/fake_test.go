@@ -36,6 +36,9 @@ type fake struct {
 
 	lists atomic.Int64 // tools/list requests answered (pages)
 	calls atomic.Int64
+	// onCall, when set, runs on each tools/call the server receives;
+	// an error it returns is the call's answer.
+	onCall func() error
 }
 
 func newFake(t *testing.T, versions []string, tools ...string) *fake {
@@ -56,6 +59,11 @@ func newFake(t *testing.T, versions []string, tools ...string) *fake {
 					return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "unknown tool " + p.Name}
 				}
 				f.calls.Add(1)
+				if f.onCall != nil {
+					if err := f.onCall(); err != nil {
+						return nil, err
+					}
+				}
 				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ran " + p.Name + " " + string(p.Arguments)}},
 					StructuredContent: map[string]any{"tool": p.Name}}, nil
 			}

@@ -669,20 +669,25 @@ func childEnv(set map[string]string) []string {
 // that may write or destroy is never run on an expired contract). A tool
 // whose current contract differs from the pinned one, or that is gone,
 // is refused capability_changed and never called.
+//
+// An error is marked providers.ErrNotDispatched unless the tools/call
+// request was written to a session that had completed its handshake
+// (discovery failing, a contract that changed, a server whose start or
+// restart failed during initialize, a write that failed: never sent).
 func (p *Provider) Invoke(ctx context.Context, call providers.Call) (providers.Result, error) {
 	snap, err := p.current(ctx, call.Access, true)
 	if err != nil {
-		return providers.Result{}, err
+		return providers.Result{}, providers.NotDispatched(err)
 	}
 	t := snap.byName[call.Tool.Name]
 	if t != nil && !t.ReadOnly && !p.opts.Now().Before(snap.expires) {
 		if snap, err = p.current(ctx, call.Access, false); err != nil {
-			return providers.Result{}, err
+			return providers.Result{}, providers.NotDispatched(err)
 		}
 		t = snap.byName[call.Tool.Name]
 	}
 	if err := pinned(p.id, t, call); err != nil {
-		return providers.Result{}, err
+		return providers.Result{}, providers.NotDispatched(err)
 	}
 	return p.call(ctx, call.Access, t, call.Arguments)
 }
@@ -703,11 +708,11 @@ func pinned(server string, t *Tool, call providers.Call) error {
 func (p *Provider) call(ctx context.Context, access authority.AccessContext, t *Tool, args json.RawMessage) (providers.Result, error) {
 	pr, err := p.profileOf(access)
 	if err != nil {
-		return providers.Result{}, err
+		return providers.Result{}, providers.NotDispatched(err)
 	}
 	cs, _, err := p.session(ctx, pr)
 	if err != nil {
-		return providers.Result{}, p.coded(err)
+		return providers.Result{}, providers.NotDispatched(p.coded(err))
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(p.cfg.CallTimeout))
 	defer cancel()
@@ -729,7 +734,11 @@ func (p *Provider) call(ctx context.Context, access authority.AccessContext, t *
 				return providers.Result{}, changed
 			}
 		}
-		return providers.Result{}, reason.New(c.code(), "mcp server %s: tools/call %s: %s: %s", p.id, t.Name, c, trimErr(err))
+		err := reason.New(c.code(), "mcp server %s: tools/call %s: %s: %s", p.id, t.Name, c, trimErr(err))
+		if !x.wasWritten() {
+			return providers.Result{}, providers.NotDispatched(err)
+		}
+		return providers.Result{}, err
 	}
 	return resultOf(res)
 }

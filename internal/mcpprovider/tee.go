@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptrace"
 	"strings"
 	"sync"
 
@@ -37,6 +38,23 @@ type exchange struct {
 	pages    []json.RawMessage
 	status   int   // the last HTTP status that was not 2xx (0: none)
 	tooLarge int64 // size of a refused answer (0: none)
+	// written: a tools/call request was written whole to the session's
+	// connection (stdio, in-memory: the connection's Write returned nil;
+	// HTTP: the request was written to a TCP connection), so the server
+	// may have run it.
+	written bool
+}
+
+func (x *exchange) setWritten() {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.written = true
+}
+
+func (x *exchange) wasWritten() bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.written
 }
 
 type exchangeKey struct{}
@@ -149,7 +167,13 @@ func (c *teeConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 			c.mu.Unlock()
 		}
 	}
-	return c.Connection.Write(ctx, msg)
+	err := c.Connection.Write(ctx, msg)
+	if req, ok := msg.(*jsonrpc.Request); ok && err == nil && req.Method == "tools/call" {
+		if x := exchangeOf(ctx); x != nil {
+			x.setWritten()
+		}
+	}
+	return err
 }
 
 func (c *teeConn) Read(ctx context.Context) (jsonrpc.Message, error) {
@@ -216,11 +240,20 @@ func (t *teeRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 			_ = json.Unmarshal(b, &head)
 		}
 	}
+	x := exchangeOf(req.Context())
+	if x != nil && head.Method == "tools/call" {
+		req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+			WroteRequest: func(i httptrace.WroteRequestInfo) {
+				if i.Err == nil {
+					x.setWritten()
+				}
+			},
+		}))
+	}
 	resp, err := t.base.RoundTrip(req)
 	if err != nil {
 		return nil, err
 	}
-	x := exchangeOf(req.Context())
 	if x != nil && (resp.StatusCode < 200 || resp.StatusCode > 299) {
 		x.setStatus(resp.StatusCode)
 	}

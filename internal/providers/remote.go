@@ -258,7 +258,7 @@ func (r *Remote) Invoke(ctx context.Context, call Call) (Result, error) {
 		Revision: rev, Args: call.Arguments, Resource: call.Resource, TimeoutMs: timeoutMs(ctx),
 	}
 	if err := r.sign(ctx, req, call, rev); err != nil {
-		return Result{}, err
+		return Result{}, NotDispatched(err)
 	}
 	var rep messages.ProviderInvokeReply
 	if err := r.request(ctx, r.invokeTo, req, &rep); err != nil {
@@ -333,8 +333,8 @@ func (r *Remote) request(ctx context.Context, to target, req, rep messages.Messa
 		msg, err = r.nc.RequestWithContext(ctx, subject, data)
 	}
 	switch {
-	case errors.Is(err, nats.ErrNoResponders):
-		return reason.New(reason.ProviderUnavailable, "provider %s: no instance is serving %s", r.id, subject)
+	case errors.Is(err, nats.ErrNoResponders): // nobody got it
+		return NotDispatched(reason.New(reason.ProviderUnavailable, "provider %s: no instance is serving %s", r.id, subject))
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
 		return reason.New(reason.ProviderTimeout, "provider %s: no answer before the deadline", r.id)
 	case err != nil:

@@ -2,6 +2,7 @@ package providers_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -229,8 +230,8 @@ func TestDownProviderIsLoggedOncePerStateChange(t *testing.T) {
 
 	// A call that finds no instance marks it down, once.
 	for range 3 {
-		if _, err := r.Invoke(testCtx(t), providers.Call{Access: acme, Tool: catalog.Identity{Provider: "p", Name: "t0"}}); reason.Of(err) != reason.ProviderUnavailable {
-			t.Fatalf("invoke with no instance: %v", err)
+		if _, err := r.Invoke(testCtx(t), providers.Call{Access: acme, Tool: catalog.Identity{Provider: "p", Name: "t0"}}); reason.Of(err) != reason.ProviderUnavailable || !errors.Is(err, providers.ErrNotDispatched) {
+			t.Fatalf("invoke with no instance: %v (want provider_unavailable, not dispatched: nobody got it)", err)
 		}
 	}
 	if got := logs.lines(); len(got) != 3 || got[2] != "WARN provider down provider_unavailable" {
