@@ -113,8 +113,8 @@ type Tool struct {
 // Unrepresentable is a tool left out because the profile cannot express
 // its schema without changing what it accepts.
 type Unrepresentable struct {
-	Tool    catalog.Identity
-	Reasons []Reason
+	Tool    catalog.Identity `json:"tool"`
+	Reasons []Reason         `json:"reasons"`
 }
 
 // Lookup returns the identity behind a model-facing alias of this
