@@ -77,9 +77,11 @@ func PublicKey(kp nkeys.KeyPair) (string, error) {
 	return pub, nil
 }
 
-// InboxPrefix is the inbox prefix of identity name. Audit readers and
-// providers share the node account, so each subscribes only under its
-// own prefix and cannot read another's replies.
+// InboxPrefix is the inbox prefix of identity name. An audit reader may
+// subscribe only under it (its replies and push deliveries arrive there),
+// so a reader's client must use it; a runtime may also use the default
+// _INBOX (its account is its own); a provider subscribes to no inbox.
+// ConnectOptions sets it for every identity.
 func InboxPrefix(name string) string { return "_INBOX_" + name }
 
 // NameOfSeedFile is the identity name a seed file is for: its base name
