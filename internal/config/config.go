@@ -53,6 +53,9 @@ type Config struct {
 	Cluster Cluster `yaml:"cluster"`
 	// MCP bounds what the MCP front holds (docs/mcp.md, "Bounds").
 	MCP MCP `yaml:"mcp"`
+	// Policy is the store principals, credential_profiles, providers and
+	// identities live in once the node has started (policy.go).
+	Policy Policy `yaml:"policy"`
 }
 
 // MCP bounds the MCP front's turn table: the turns it holds execution
@@ -524,6 +527,7 @@ func (c *Config) defaults() {
 	if c.Audit.DuplicateWindow == 0 {
 		c.Audit.DuplicateWindow = Duration(audit.DuplicateWindow)
 	}
+	c.Policy.defaults(c.Audit)
 }
 
 var (
@@ -665,6 +669,7 @@ func (c *Config) Validate() error {
 	if err := c.MCP.Bounds().Validate(); err != nil {
 		add("mcp: %v", err)
 	}
+	c.Policy.validate(add)
 	for _, r := range []struct {
 		name string
 		r    Rate

@@ -132,6 +132,10 @@ func (l Limits) withDefaults() Limits {
 // Duration is a time.Duration written as "10m" in YAML.
 type Duration time.Duration
 
+// MarshalYAML writes the duration as UnmarshalYAML reads it ("5m0s"), so
+// a configuration written back (a policy store's value) reads the same.
+func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(), nil }
+
 // UnmarshalYAML parses a Go duration string.
 func (d *Duration) UnmarshalYAML(b []byte) error {
 	var s string

@@ -1,0 +1,463 @@
+package policy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// DefaultHistory is how many revisions of each key the bucket keeps.
+const DefaultHistory = 16
+
+// Errors callers branch on.
+var (
+	// ErrNotFound: the key holds nothing (never written, or deleted).
+	ErrNotFound = errors.New("policy: no such key")
+	// ErrConflict is matched by every *ConflictError.
+	ErrConflict = errors.New("policy: revision conflict")
+	// ErrInvalid wraps a change that would leave the policy invalid.
+	ErrInvalid = errors.New("policy: invalid")
+	// ErrUnrecorded wraps a change that was stored but whose
+	// policy.changed event could not be recorded.
+	ErrUnrecorded = errors.New("policy: change stored but not recorded")
+)
+
+// ConflictError says a write expected a revision the key is no longer at.
+type ConflictError struct {
+	Key Key
+	// Expected is the revision the write named (0: that the key holds
+	// nothing); Current is the key's revision now (0: it holds nothing).
+	Expected, Current uint64
+}
+
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("policy: %s is at revision %d, not %d: someone else changed it; get it again and reapply", e.Key, e.Current, e.Expected)
+}
+
+// Is matches ErrConflict.
+func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
+
+// Entry is one key's value as stored.
+type Entry struct {
+	Key      Key
+	Revision uint64
+	// Value is the item in canonical form (compact JSON).
+	Value []byte
+	// By is who wrote it, At when.
+	By string
+	At time.Time
+}
+
+// Hash is the value's content hash.
+func (e Entry) Hash() string { return Hash(e.Value) }
+
+// Changed describes one stored change: what a policy.changed event records.
+type Changed struct {
+	Key Key
+	Op  Op
+	// PrevRevision and PrevHash are the key's before the change (0 and ""
+	// when it held nothing); Revision and Hash after ("" when removed).
+	PrevRevision, Revision uint64
+	PrevHash, Hash         string
+	By                     string
+}
+
+// Options configure a Store.
+type Options struct {
+	// Bucket names the key-value bucket. Required.
+	Bucket string
+	// Replicas is the bucket's replica count when the store creates it;
+	// an existing bucket with fewer is refused. Default 1.
+	Replicas int
+	// Check, when set, is asked whether the whole policy a change would
+	// leave is valid; a change it refuses is not written (ErrInvalid).
+	Check func(Document) error
+	// Record, when set, records each stored change (the policy.changed
+	// audit event); a change it fails to record is reported ErrUnrecorded.
+	Record func(context.Context, Changed) error
+	// Clock stamps the values' At. Default time.Now.
+	Clock  func() time.Time
+	Logger *slog.Logger
+}
+
+// Store is the policy on a JetStream key-value bucket. Safe for
+// concurrent use; every write names the revision it expects, so two
+// writers never silently overwrite each other.
+type Store struct {
+	js   jetstream.JetStream
+	kv   jetstream.KeyValue
+	opts Options
+}
+
+// Open binds the bucket, creating it when it does not exist.
+func Open(ctx context.Context, js jetstream.JetStream, opts Options) (*Store, error) {
+	if opts.Bucket == "" {
+		return nil, errors.New("policy: Options.Bucket is required")
+	}
+	if opts.Replicas == 0 {
+		opts.Replicas = 1
+	}
+	if opts.Clock == nil {
+		opts.Clock = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	kv, err := js.KeyValue(ctx, opts.Bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket: opts.Bucket, Description: "SharedOS policy: grants, credential bindings, providers, identities",
+			History: DefaultHistory, Replicas: opts.Replicas, Storage: jetstream.FileStorage, MaxValueSize: MaxValueBytes + envelopeBytes,
+		})
+		if errors.Is(err, jetstream.ErrBucketExists) {
+			kv, err = js.KeyValue(ctx, opts.Bucket)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("policy: bucket %s: %w", opts.Bucket, err)
+	}
+	st, err := kv.Status(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("policy: bucket %s: %w", opts.Bucket, err)
+	}
+	if s, ok := st.(*jetstream.KeyValueBucketStatus); ok && s.StreamInfo().Config.Replicas < opts.Replicas {
+		return nil, fmt.Errorf("policy: bucket %s has %d replicas, fewer than the %d configured (policy.replicas): raise them with `nats stream edit KV_%s --replicas %d`",
+			opts.Bucket, s.StreamInfo().Config.Replicas, opts.Replicas, opts.Bucket, opts.Replicas)
+	}
+	return &Store{js: js, kv: kv, opts: opts}, nil
+}
+
+// Stream is the bucket's stream name.
+func (s *Store) Stream() string { return "KV_" + s.opts.Bucket }
+
+// envelopeBytes bounds what the envelope adds to a value.
+const envelopeBytes = 4 << 10
+
+// envelope is a stored value: the item and who wrote it when.
+type envelope struct {
+	V    int             `json:"v"`
+	By   string          `json:"by"`
+	At   time.Time       `json:"at"`
+	Spec json.RawMessage `json:"spec"`
+}
+
+// encodeEnvelope writes the spec bytes verbatim (json.Marshal would
+// rewrite a raw message's HTML characters).
+func encodeEnvelope(by string, at time.Time, spec []byte) []byte {
+	head, _ := json.Marshal(struct {
+		V  int       `json:"v"`
+		By string    `json:"by"`
+		At time.Time `json:"at"`
+	}{1, by, at.UTC()})
+	out := append(head[:len(head)-1], `,"spec":`...)
+	out = append(out, spec...)
+	return append(out, '}')
+}
+
+func decodeEntry(e jetstream.KeyValueEntry) (Entry, error) {
+	k, err := ParseKey(e.Key())
+	if err != nil {
+		return Entry{}, err
+	}
+	if n := len(e.Value()); n > MaxValueBytes+envelopeBytes {
+		return Entry{}, fmt.Errorf("%w: %s: a stored value of %d bytes", ErrTooLarge, k, n)
+	}
+	var env envelope
+	if err := json.Unmarshal(e.Value(), &env); err != nil || env.V != 1 {
+		return Entry{}, fmt.Errorf("policy: %s revision %d: not a policy value (v1 envelope): %v", k, e.Revision(), err)
+	}
+	value, err := DecodeItem(k, env.Spec)
+	if err != nil {
+		return Entry{}, fmt.Errorf("policy: %s revision %d: %w", k, e.Revision(), err)
+	}
+	return Entry{Key: k, Revision: e.Revision(), Value: value, By: env.By, At: env.At}, nil
+}
+
+// Get returns key's current value.
+func (s *Store) Get(ctx context.Context, k Key) (Entry, error) {
+	e, err := s.kv.Get(ctx, k.String())
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return Entry{}, fmt.Errorf("%w: %s", ErrNotFound, k)
+	}
+	if err != nil {
+		return Entry{}, fmt.Errorf("policy: get %s: %w", k, err)
+	}
+	return decodeEntry(e)
+}
+
+// revision is key's current revision, 0 when it holds nothing.
+func (s *Store) revision(ctx context.Context, k Key) (uint64, error) {
+	e, err := s.kv.Get(ctx, k.String())
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return e.Revision(), nil
+}
+
+// List returns every key's current value, in key order. A value that does
+// not decode is an error: the store must not be read as holding less
+// policy than it does.
+func (s *Store) List(ctx context.Context) ([]Entry, error) {
+	w, err := s.kv.WatchAll(ctx, jetstream.IgnoreDeletes())
+	if err != nil {
+		return nil, fmt.Errorf("policy: list: %w", err)
+	}
+	defer func() { _ = w.Stop() }()
+	var out []Entry
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("policy: list: %w", ctx.Err())
+		case e, ok := <-w.Updates():
+			if !ok {
+				return nil, errors.New("policy: list: the watch ended")
+			}
+			if e == nil {
+				sortEntries(out)
+				return out, nil
+			}
+			if e.Operation() != jetstream.KeyValuePut {
+				continue
+			}
+			en, err := decodeEntry(e)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, en)
+		}
+	}
+}
+
+// Export is the whole policy as a document, with its entries.
+func (s *Store) Export(ctx context.Context) (Document, []Entry, error) {
+	es, err := s.List(ctx)
+	if err != nil {
+		return Document{}, nil, err
+	}
+	items, _ := itemsOf(es)
+	d, err := DocumentOf(items)
+	return d, es, err
+}
+
+func itemsOf(es []Entry) (map[Key][]byte, map[Key]uint64) {
+	items, revs := make(map[Key][]byte, len(es)), make(map[Key]uint64, len(es))
+	for _, e := range es {
+		items[e.Key], revs[e.Key] = e.Value, e.Revision
+	}
+	return items, revs
+}
+
+// Diff lists what importing d would change, each with the revision the
+// import would expect.
+func (s *Store) Diff(ctx context.Context, d Document) ([]Diff, error) {
+	to, err := d.Items()
+	if err != nil {
+		return nil, err
+	}
+	es, err := s.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	from, revs := itemsOf(es)
+	return Compare(from, revs, to), nil
+}
+
+// check asks Options.Check about the policy the changes would leave.
+func (s *Store) check(ctx context.Context, changes []Diff) error {
+	if s.opts.Check == nil {
+		return nil
+	}
+	es, err := s.List(ctx)
+	if err != nil {
+		return err
+	}
+	items, _ := itemsOf(es)
+	for _, c := range changes {
+		if c.Op == Remove {
+			delete(items, c.Key)
+		} else {
+			items[c.Key] = c.To
+		}
+	}
+	d, err := DocumentOf(items)
+	if err != nil {
+		return err
+	}
+	if err := s.opts.Check(d); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	return nil
+}
+
+// Put writes key's value (YAML or JSON of the item, validated as
+// cluster.yaml validates it) if key is still at revision expect (0: holds
+// nothing), and records the change as by's.
+func (s *Store) Put(ctx context.Context, k Key, value []byte, expect uint64, by string) (Entry, error) {
+	canon, err := DecodeItem(k, value)
+	if err != nil {
+		return Entry{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	if err := s.check(ctx, []Diff{{Key: k, Op: Change, To: canon}}); err != nil {
+		return Entry{}, err
+	}
+	return s.write(ctx, k, canon, expect, by)
+}
+
+func (s *Store) write(ctx context.Context, k Key, canon []byte, expect uint64, by string) (Entry, error) {
+	at := s.opts.Clock()
+	env := encodeEnvelope(by, at, canon)
+	var prevHash string
+	if expect > 0 {
+		if prev, err := s.kv.GetRevision(ctx, k.String(), expect); err == nil && prev.Operation() == jetstream.KeyValuePut {
+			if pe, err := decodeEntry(prev); err == nil {
+				prevHash = pe.Hash()
+			}
+		}
+	}
+	var rev uint64
+	var err error
+	if expect == 0 {
+		rev, err = s.kv.Create(ctx, k.String(), env)
+	} else {
+		rev, err = s.kv.Update(ctx, k.String(), env, expect)
+	}
+	if err != nil {
+		return Entry{}, s.writeErr(ctx, k, expect, err)
+	}
+	op := Change
+	if expect == 0 || prevHash == "" {
+		op = Add
+	}
+	e := Entry{Key: k, Revision: rev, Value: canon, By: by, At: at}
+	return e, s.record(ctx, Changed{Key: k, Op: op, PrevRevision: expect, Revision: rev, PrevHash: prevHash, Hash: e.Hash(), By: by})
+}
+
+// writeErr turns a refused write into a *ConflictError with the key's
+// current revision when the revision was the reason.
+func (s *Store) writeErr(ctx context.Context, k Key, expect uint64, err error) error {
+	var api *jetstream.APIError
+	if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) ||
+		errors.As(err, &api) && (api.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || api.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
+		cur, gerr := s.revision(ctx, k)
+		if gerr != nil {
+			return fmt.Errorf("%w: %s: revision %d is not current (reading the current one: %v)", ErrConflict, k, expect, gerr)
+		}
+		return &ConflictError{Key: k, Expected: expect, Current: cur}
+	}
+	return fmt.Errorf("policy: write %s: %w", k, err)
+}
+
+func (s *Store) record(ctx context.Context, c Changed) error {
+	if s.opts.Record == nil {
+		return nil
+	}
+	if err := s.opts.Record(ctx, c); err != nil {
+		return fmt.Errorf("%w: %s revision %d: %w", ErrUnrecorded, c.Key, c.Revision, err)
+	}
+	return nil
+}
+
+// Delete removes key if it is still at revision expect, and records the
+// change as by's. It returns the revision of the removal.
+func (s *Store) Delete(ctx context.Context, k Key, expect uint64, by string) (uint64, error) {
+	if expect == 0 {
+		return 0, fmt.Errorf("%w: delete %s names no revision", ErrInvalid, k)
+	}
+	if err := s.check(ctx, []Diff{{Key: k, Op: Remove}}); err != nil {
+		return 0, err
+	}
+	return s.remove(ctx, k, expect, by)
+}
+
+func (s *Store) remove(ctx context.Context, k Key, expect uint64, by string) (uint64, error) {
+	var prevHash string
+	prev, err := s.kv.GetRevision(ctx, k.String(), expect)
+	if err == nil && prev.Operation() == jetstream.KeyValuePut {
+		if pe, err := decodeEntry(prev); err == nil {
+			prevHash = pe.Hash()
+		}
+	}
+	if prevHash == "" {
+		cur, _ := s.revision(ctx, k)
+		return 0, &ConflictError{Key: k, Expected: expect, Current: cur}
+	}
+	// A delete marker published with the expected last sequence: the
+	// bucket's own delete, with the revision it was stored at.
+	msg := nats.NewMsg("$KV." + s.opts.Bucket + "." + k.String())
+	msg.Header.Set("KV-Operation", "DEL")
+	ack, err := s.js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequencePerSubject(expect))
+	if err != nil {
+		return 0, s.writeErr(ctx, k, expect, err)
+	}
+	return ack.Sequence, s.record(ctx, Changed{Key: k, Op: Remove, PrevRevision: expect, Revision: ack.Sequence, PrevHash: prevHash, By: by})
+}
+
+// Import makes the store hold d: every key d changes is written with the
+// revision Diff saw (a key changed meanwhile refuses with a conflict, and
+// the import stops there: what was written before it stays, each write
+// recorded). d is validated whole before anything is written. It returns
+// the changes written.
+func (s *Store) Import(ctx context.Context, d Document, by string) ([]Diff, error) {
+	changes, err := s.Diff(ctx, d)
+	if err != nil {
+		return nil, err
+	}
+	if s.opts.Check != nil {
+		if err := s.opts.Check(d); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
+	}
+	return s.apply(ctx, changes, by)
+}
+
+// apply writes changes in order, each at the revision it names.
+func (s *Store) apply(ctx context.Context, changes []Diff, by string) ([]Diff, error) {
+	var done []Diff
+	for _, c := range changes {
+		var err error
+		if c.Op == Remove {
+			_, err = s.remove(ctx, c.Key, c.Revision, by)
+		} else {
+			_, err = s.write(ctx, c.Key, c.To, c.Revision, by)
+		}
+		if err != nil && !errors.Is(err, ErrUnrecorded) {
+			return done, err
+		}
+		done = append(done, c)
+		if err != nil {
+			return done, err
+		}
+	}
+	return done, nil
+}
+
+// Seed fills an empty store with d (the node's first start from
+// cluster.yaml). It reports whether it wrote: a store holding anything is
+// left as it is.
+func (s *Store) Seed(ctx context.Context, d Document, by string) (bool, error) {
+	es, err := s.List(ctx)
+	if err != nil || len(es) > 0 {
+		return false, err
+	}
+	to, err := d.Items()
+	if err != nil {
+		return false, err
+	}
+	_, err = s.apply(ctx, Compare(nil, nil, to), by)
+	return err == nil, err
+}
+
+func sortEntries(es []Entry) {
+	slices.SortFunc(es, func(a, b Entry) int { return strings.Compare(a.Key.String(), b.Key.String()) })
+}

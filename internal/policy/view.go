@@ -1,0 +1,309 @@
+package policy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sharedos/sharedos/authority"
+)
+
+// ViewOptions configure a View.
+type ViewOptions struct {
+	// MaxStaleness bounds how long the view may go unconfirmed before
+	// decisions on it are refused policy_stale (authority.Live). Required.
+	MaxStaleness time.Duration
+	// OnChange is called, from the view's goroutine, after each change the
+	// view applies (not for the initial values).
+	OnChange func(Entry, Op)
+	Logger   *slog.Logger
+}
+
+// View is a node's live copy of the store: it watches the bucket (pushed
+// changes, no polling) and keeps Live — the grants and credential
+// bindings the kernel judges every decision against — equal to what the
+// bucket holds.
+//
+// Freshness: a view that has stopped hearing changes (cut off from the
+// bucket's leader) cannot tell from silence that nothing changed, so it
+// asks the leader, every quarter of MaxStaleness, for the bucket's last
+// revision; once the view has applied that revision it confirms Live as
+// current at the instant the question was sent. A view that cannot get
+// an answer, or does not catch up, is stale MaxStaleness after its last
+// confirmation, and decisions on it are refused.
+type View struct {
+	store *Store
+	live  *authority.Live
+	opts  ViewOptions
+	w     jetstream.KeyWatcher
+
+	mu    sync.Mutex
+	items map[Key]Entry
+	// seen is the latest revision taken from the watch; applied the
+	// latest that Live holds.
+	seen, applied uint64
+	pending       []probe
+	waiters       []waiter
+	bad           map[Key]error
+
+	ready  chan struct{}
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+type probe struct {
+	last uint64
+	sent time.Time
+}
+
+type waiter struct {
+	rev uint64
+	ch  chan struct{}
+}
+
+// Watch starts a view of s that keeps live current, and returns once the
+// view holds everything the bucket held when it started (or ctx ends).
+// live is replaced with the bucket's grants and bindings.
+func (s *Store) Watch(ctx context.Context, live *authority.Live, opts ViewOptions) (*View, error) {
+	if opts.MaxStaleness <= 0 {
+		return nil, errors.New("policy: ViewOptions.MaxStaleness is required")
+	}
+	if opts.Logger == nil {
+		opts.Logger = s.opts.Logger
+	}
+	wctx, cancel := context.WithCancel(context.Background())
+	w, err := s.kv.WatchAll(wctx)
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("policy: watch: %w", err)
+	}
+	v := &View{store: s, live: live, opts: opts, w: w, items: map[Key]Entry{}, bad: map[Key]error{},
+		ready: make(chan struct{}), cancel: cancel, done: make(chan struct{})}
+	live.SetMaxStaleness(opts.MaxStaleness)
+	go v.run(wctx)
+	select {
+	case <-v.ready:
+	case <-ctx.Done():
+		v.Stop()
+		return nil, fmt.Errorf("policy: watch: the initial values did not arrive: %w", ctx.Err())
+	}
+	if err := v.Err(); err != nil {
+		v.Stop()
+		return nil, err
+	}
+	return v, nil
+}
+
+// Stop ends the view; idempotent, and returns once its goroutines have.
+func (v *View) Stop() {
+	v.cancel()
+	<-v.done
+}
+
+func (v *View) run(ctx context.Context) {
+	defer close(v.done)
+	defer func() { _ = v.w.Stop() }()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	initial := true
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case e, ok := <-v.w.Updates():
+			if !ok {
+				v.opts.Logger.Error("policy: the bucket's watch ended; decisions turn policy_stale after policy.max_staleness")
+				return
+			}
+			if e == nil {
+				v.apply()
+				if initial {
+					initial = false
+					close(v.ready)
+					wg.Go(func() { v.probe(ctx) })
+				}
+				continue
+			}
+			en, op := v.take(e)
+			if !initial {
+				v.apply()
+				if v.opts.OnChange != nil && op != "" {
+					v.opts.OnChange(en, op)
+				}
+			}
+		}
+	}
+}
+
+// take records one update; it returns the entry and what it did ("" for
+// nothing the view keeps).
+func (v *View) take(e jetstream.KeyValueEntry) (Entry, Op) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.seen = max(v.seen, e.Revision())
+	k, err := ParseKey(e.Key())
+	if err != nil {
+		v.opts.Logger.Warn("policy: a key the node does not read; ignored", "key", e.Key(), "err", err)
+		return Entry{}, ""
+	}
+	if e.Operation() != jetstream.KeyValuePut {
+		_, had := v.items[k]
+		delete(v.items, k)
+		delete(v.bad, k)
+		if !had {
+			return Entry{}, ""
+		}
+		return Entry{Key: k, Revision: e.Revision()}, Remove
+	}
+	en, err := decodeEntry(e)
+	if err != nil {
+		// Fail closed: an unreadable value holds no policy (a principal's
+		// grants are gone until the key is written again).
+		v.opts.Logger.Error("policy: an unreadable value; the key holds nothing until it is written again", "key", k, "revision", e.Revision(), "err", err)
+		delete(v.items, k)
+		v.bad[k] = err
+		return Entry{Key: k, Revision: e.Revision()}, Remove
+	}
+	_, had := v.items[k]
+	v.items[k] = en
+	delete(v.bad, k)
+	if had {
+		return en, Change
+	}
+	return en, Add
+}
+
+// apply makes Live hold the view's grants and bindings, then confirms
+// the probes and wakes the waiters the view's revision satisfies.
+func (v *View) apply() {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	items := make(map[Key][]byte, len(v.items))
+	for k, e := range v.items {
+		if k.Kind == Grants || k.Kind == Credentials {
+			items[k] = e.Value
+		}
+	}
+	d, err := DocumentOf(items)
+	if err == nil {
+		grants := make(map[[2]string][]authority.GrantSpec, len(d.Principals))
+		for _, p := range d.Principals {
+			grants[[2]string{p.Tenant, p.Principal}] = p.Grants
+		}
+		bs := make([]authority.CredentialBinding, len(d.CredentialProfiles))
+		for i, c := range d.CredentialProfiles {
+			bs[i] = authority.CredentialBinding{Tenant: c.Tenant, Profile: c.Profile, Principals: c.Principals}
+		}
+		err = v.live.Replace(grants, bs)
+	}
+	if err != nil {
+		// Values are validated one by one as they are read; a set that
+		// does not compile together keeps the previous policy, and the
+		// view stops confirming it, so decisions turn stale.
+		v.opts.Logger.Error("policy: the bucket's grants and bindings do not compile together; keeping the previous ones", "revision", v.seen, "err", err)
+		return
+	}
+	v.applied = v.seen
+	keep := v.pending[:0]
+	for _, p := range v.pending {
+		if p.last <= v.applied {
+			v.live.Confirm(p.sent)
+		} else {
+			keep = append(keep, p)
+		}
+	}
+	v.pending = keep
+	ws := v.waiters[:0]
+	for _, w := range v.waiters {
+		if w.rev <= v.applied {
+			close(w.ch)
+		} else {
+			ws = append(ws, w)
+		}
+	}
+	v.waiters = ws
+}
+
+// probe asks the bucket's leader for its last revision every quarter of
+// MaxStaleness, and confirms the view when it has applied it.
+func (v *View) probe(ctx context.Context) {
+	every := max(v.opts.MaxStaleness/4, 10*time.Millisecond)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		sent := time.Now()
+		qctx, cancel := context.WithTimeout(ctx, every)
+		st, err := v.store.js.Stream(qctx, v.store.Stream())
+		cancel()
+		if err == nil {
+			last := st.CachedInfo().State.LastSeq
+			v.mu.Lock()
+			if last <= v.applied {
+				v.live.Confirm(sent)
+			} else if len(v.pending) < 64 {
+				v.pending = append(v.pending, probe{last: last, sent: sent})
+			}
+			v.mu.Unlock()
+		} else if ctx.Err() == nil {
+			v.opts.Logger.Debug("policy: the bucket's leader did not answer", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Err is the first value the view could not read, if any.
+func (v *View) Err() error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for k, err := range v.bad {
+		return fmt.Errorf("policy: %s: %w", k, err)
+	}
+	return nil
+}
+
+// Revision is the latest revision the view has applied.
+func (v *View) Revision() uint64 {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.applied
+}
+
+// WaitFor returns once the view has applied revision rev, or ctx ends.
+func (v *View) WaitFor(ctx context.Context, rev uint64) error {
+	v.mu.Lock()
+	if rev <= v.applied {
+		v.mu.Unlock()
+		return nil
+	}
+	ch := make(chan struct{})
+	v.waiters = append(v.waiters, waiter{rev: rev, ch: ch})
+	v.mu.Unlock()
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Document is the policy the view holds, with each key's entry.
+func (v *View) Document() (Document, map[Key]Entry, error) {
+	v.mu.Lock()
+	items := make(map[Key][]byte, len(v.items))
+	entries := make(map[Key]Entry, len(v.items))
+	for k, e := range v.items {
+		items[k], entries[k] = e.Value, e
+	}
+	v.mu.Unlock()
+	d, err := DocumentOf(items)
+	return d, entries, err
+}
