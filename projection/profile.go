@@ -92,8 +92,8 @@ type profileRules struct {
 	names nameRules
 	// subset is false for profiles whose schema field takes JSON Schema
 	// 2020-12 as the catalogue holds it: the schema is emitted byte for
-	// byte (canonical) and nothing is refused. The other fields below
-	// apply to subset profiles only.
+	// byte (canonical) and only rootForbids and outputObject refuse. The
+	// fields from keywords to maxUnions apply to subset profiles only.
 	subset bool
 	// keywords: the action for each keyword; absent means refuse.
 	keywords map[string]keywordAction
@@ -112,11 +112,11 @@ type profileRules struct {
 	// ["T","null"] type as type T with nullable true; additionalProperties
 	// does not exist (objects are open), so false or a schema is refused.
 	openAPITypes bool
-	// enumScalars: enum (and const) values must be strings (Gemini) or
-	// primitives (Anthropic strict).
+	// enumStringsOnly, enumPrimitives: enum (and const) values must be
+	// strings (Gemini) or not objects or arrays (Anthropic strict).
 	enumStringsOnly bool
 	enumPrimitives  bool
-	// formats allowed for "format" (by instance type for Gemini).
+	// formats: the values "format" may take; any other is refused.
 	formats map[string]bool
 	// minItems01: minItems must be 0 or 1 (Anthropic strict).
 	minItems01 bool
@@ -124,7 +124,7 @@ type profileRules struct {
 	// \b (Anthropic strict).
 	simplePattern bool
 	// needsType: every schema must say what it accepts (type, enum,
-	// const or anyOf); an unconstrained schema is refused.
+	// const, anyOf or allOf); an unconstrained schema is refused.
 	needsType bool
 	// topLevelNames: rules for the names of the root's properties (the
 	// function's parameters), nil when any name goes.
@@ -152,7 +152,10 @@ type profileRules struct {
 // identifiers of a document that references nothing outside itself).
 var annotations = []string{"title", "examples", "default", "deprecated", "readOnly", "writeOnly", "$comment", "$schema", "$id"}
 
-func table(entries map[string]keywordAction, dropped ...string) map[string]keywordAction {
+// table is a subset profile's keyword table: what every subset profile
+// handles (types, enums, objects, arrays, references, description, the
+// annotations dropped), with entries added or overriding.
+func table(entries map[string]keywordAction) map[string]keywordAction {
 	m := map[string]keywordAction{
 		"type": special, "enum": special, "const": special, "$ref": special, "$defs": special, "definitions": special,
 		"properties": subDict, "required": special, "additionalProperties": special, "items": subOne,
@@ -160,9 +163,6 @@ func table(entries map[string]keywordAction, dropped ...string) map[string]keywo
 	}
 	for _, a := range annotations {
 		m[a] = drop
-	}
-	for _, d := range dropped {
-		m[d] = drop
 	}
 	for k, v := range entries {
 		m[k] = v

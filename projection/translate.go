@@ -292,11 +292,12 @@ func (t *translator) schema(ptr string, v any, depth, objDepth int) any {
 	return out
 }
 
-// ref inlines the subschema a $ref points at. Annotations beside it are
-// kept from the referring schema; any assertion beside it is refused.
+// ref inlines the subschema a $ref points at. A description beside it
+// replaces the target's; other annotations beside it are dropped; any
+// assertion beside it is refused.
 func (t *translator) ref(ptr string, obj map[string]any, ref any, depth, objDepth int) any {
 	for _, kw := range sortedKeys(obj) {
-		if kw != "$ref" && t.p.keywords[kw] != drop && kw != "description" && kw != "$defs" && kw != "definitions" {
+		if kw != "$ref" && !slices.Contains(annotations, kw) && kw != "description" && kw != "$defs" && kw != "definitions" {
 			t.refuse("$ref", ptr, ReasonRefSiblings)
 			return nil
 		}
