@@ -20,9 +20,10 @@ var ErrProfile = errors.New("projection: unknown profile")
 // encoding, a negative budget).
 var ErrOptions = errors.New("projection: invalid options")
 
-// Listed is one tool of a listing: the held tool and the alias the turn
-// shows it under (catalog.Registry.Alias). It has the shape of turn.Listed,
-// so a turn's listing converts element by element.
+// Listed is one tool of a listing: the held tool (never nil) and the
+// alias the turn shows it under (catalog.Registry.Alias). It has the
+// shape of turn.Listed, so a turn's listing converts element by element:
+// projection.Listed(l).
 type Listed struct {
 	Alias string
 	Tool  *catalog.Tool
@@ -48,6 +49,7 @@ type Options struct {
 	MaxSchemaBytes, MaxSchemaDepth, MaxSchemaNodes int
 }
 
+// The OpenAI encodings Options.Encoding and CountTokens take.
 const (
 	EncodingO200k  = "o200k_base"
 	EncodingCL100k = "cl100k_base"
