@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"crypto/ed25519"
 	"encoding/hex"
@@ -78,10 +79,10 @@ func auditCmd(args []string) error {
 		fs.StringVar(&file, "file", "", "read this JSON-lines export instead of the stream")
 		fs.BoolVar(&live, "open-ok", true, "accept turns that are still open (no turn.closed yet)")
 		fs.BoolVar(&unattestedOK, "unattested-ok", true, "accept events no checkpoint attests yet (the last checkpoints' tail of a running node, a node without checkpoints); false: each is a violation, for the trail of stopped nodes")
-		fs.StringVar(&trust, "trust", "", "file of trusted checkpoint public keys (hex lines, PEM, or the JSON of node audit keys)")
+		fs.StringVar(&trust, "trust", "", "file of trusted checkpoint public keys (hex lines, PEM, or the JSON of node audit keys --local)")
 		fs.StringVar(&anchor, "anchor", "", "checkpoint records known to be genuine, e.g. <data_dir>/audit/checkpoint.json (comma separated files)")
 	case "keys":
-		fs.StringVar(&keyFile, "key", "", "the node's key file (default: <data_dir>/keys/audit-ed25519.key from --config)")
+		fs.StringVar(&keyFile, "key", "", "the node's key file (default: audit.key_file of --config, else <data_dir>/keys/audit-ed25519.key)")
 		fs.BoolVar(&localOnly, "local", false, "only the local key file, without reading the stream")
 	}
 	if err := parse(fs, args); err != nil {
@@ -349,7 +350,7 @@ func printKeys(c *conn, keyFile string, read func(func([]byte) error) error) err
 			return err
 		}
 		if cfg != nil {
-			keyFile, node = audit.DefaultKeyFile(cfg.Node.DataDir), cfg.Node.ID
+			keyFile, node = cmp.Or(cfg.Audit.KeyFile, audit.DefaultKeyFile(cfg.Node.DataDir)), cfg.Node.ID
 		}
 	}
 	if keyFile != "" {

@@ -336,9 +336,13 @@ func ReadPrivateKey(path string) (ed25519.PrivateKey, error) {
 }
 
 // ParsePublicKeys reads trusted public keys: PEM "PUBLIC KEY" blocks
-// (PKIX), the JSON `node audit keys` prints ({"keys":[{"public_key":…}]}),
-// or lines each holding a hex Ed25519 public key ('#' starts a comment;
-// other words on a line, such as a node name, are ignored).
+// (PKIX), the JSON `node audit keys --local` prints
+// ({"keys":[{"public_key":…}]}), or lines each holding a hex Ed25519
+// public key ('#' starts a comment; other words on a line, such as a node
+// name, are ignored). In the JSON, an entry's key_id, when present, must
+// be its key's, and an entry whose source is "stream" (a key a checkpoint
+// claims, which anyone who can write the stream can choose) is refused:
+// a trusted key is read from the node.
 func ParsePublicKeys(data []byte) ([]ed25519.PublicKey, error) {
 	var keys []ed25519.PublicKey
 	add := func(pub ed25519.PublicKey) {
@@ -372,6 +376,8 @@ func ParsePublicKeys(data []byte) ([]ed25519.PublicKey, error) {
 		var doc struct {
 			Keys []struct {
 				PublicKey string `json:"public_key"`
+				KeyID     string `json:"key_id"`
+				Source    string `json:"source"`
 			} `json:"keys"`
 		}
 		if err := json.Unmarshal(trimmed, &doc); err != nil {
@@ -381,6 +387,12 @@ func ParsePublicKeys(data []byte) ([]ed25519.PublicKey, error) {
 			pub, err := hex.DecodeString(k.PublicKey)
 			if err != nil || len(pub) != ed25519.PublicKeySize {
 				return nil, fmt.Errorf("audit: trusted keys: %q is not a hex Ed25519 public key", k.PublicKey)
+			}
+			if k.Source == "stream" {
+				return nil, fmt.Errorf("audit: trusted keys: key %s is one the stream's checkpoints carry (\"source\":\"stream\"), not one read from a node: trust the output of node audit keys --local", KeyID(pub))
+			}
+			if k.KeyID != "" && k.KeyID != KeyID(pub) {
+				return nil, fmt.Errorf("audit: trusted keys: key_id %s is not the id of public key %s (%s)", k.KeyID, k.PublicKey, KeyID(pub))
 			}
 			add(pub)
 		}

@@ -197,6 +197,10 @@ func TestParsePublicKeys(t *testing.T) {
 	for name, in := range map[string]string{
 		"empty": "", "comment only": "# none\n", "bad line": "node-1 abc\n", "bad json": `{"keys":[{"public_key":"zz"}]}`,
 		"private pem": "-----BEGIN PRIVATE KEY-----\nAA==\n-----END PRIVATE KEY-----\n",
+		// What the stream's checkpoints claim is not a trust anchor, and
+		// a key_id must be its key's.
+		"stream key": fmt.Sprintf(`{"keys":[{"public_key":%q,"source":"local"},{"public_key":%q,"source":"stream"}]}`, hex.EncodeToString(a), hex.EncodeToString(b)),
+		"wrong key_id": fmt.Sprintf(`{"keys":[{"public_key":%q,"key_id":%q}]}`, hex.EncodeToString(a), KeyID(b)),
 	} {
 		if _, err := ParsePublicKeys([]byte(in)); err == nil {
 			t.Errorf("%s: accepted", name)
