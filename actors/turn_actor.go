@@ -398,7 +398,7 @@ func (a *turnActor) operate(ctx actor.Context, env envelope) {
 		for i, l := range listed {
 			t := l.Tool
 			out.Tools[i] = ListedTool{Alias: l.Alias, Identity: t.Identity, Namespace: t.Namespace, Revision: t.Revision,
-				Description: t.Description, InputSchema: t.InputSchema, OutputSchema: t.OutputSchema, Annotations: t.Annotations}
+				Description: t.Description, Title: t.Title, Icons: t.Icons, InputSchema: t.InputSchema, OutputSchema: t.OutputSchema, Annotations: t.Annotations}
 		}
 		a.answer(ctx, env.sender, out, receipt)
 		a.afterOp(ctx)

@@ -89,6 +89,8 @@ type ListedTool struct {
 	Namespace    string
 	Revision     string
 	Description  string
+	Title        string          // "" when none
+	Icons        json.RawMessage // a JSON array, or nil
 	InputSchema  json.RawMessage
 	OutputSchema json.RawMessage
 	Annotations  json.RawMessage

@@ -32,6 +32,13 @@ type Definition struct {
 	Name        string `json:"name" yaml:"name" msgpack:"name"`
 	Namespace   string `json:"namespace,omitempty" yaml:"namespace" msgpack:"namespace"`
 	Description string `json:"description" yaml:"description" msgpack:"description"`
+	// Title is the tool's human-readable name (MCP's title), optional.
+	// Part of the contract: clients show it to users and models alike.
+	Title string `json:"title,omitempty" yaml:"title" msgpack:"title,omitempty"`
+	// Icons are MCP's icons for the tool (a JSON array of objects with a
+	// src), optional. For display only: not part of the contract, so not
+	// hashed, and no check depends on them.
+	Icons json.RawMessage `json:"icons,omitempty" yaml:"-" msgpack:"icons,omitempty"`
 	// InputSchema is a JSON Schema 2020-12 document whose type is "object".
 	InputSchema json.RawMessage `json:"input_schema" yaml:"-" msgpack:"input_schema"`
 	// OutputSchema is optional.
@@ -111,6 +118,8 @@ type Tool struct {
 	Revision string
 
 	Description  string
+	Title        string          // "" when none
+	Icons        json.RawMessage // canonical array, or nil; not in Contract
 	InputSchema  json.RawMessage // canonical
 	OutputSchema json.RawMessage // canonical, or nil
 	Annotations  json.RawMessage // canonical object, "{}" when none
@@ -132,6 +141,7 @@ type contract struct {
 	Name         string          `json:"name"`
 	Namespace    string          `json:"namespace"`
 	Description  string          `json:"description"`
+	Title        string          `json:"title,omitempty"` // absent when empty: a contract without one hashes as before titles were hashed
 	InputSchema  json.RawMessage `json:"input_schema"`
 	OutputSchema json.RawMessage `json:"output_schema"`
 	Annotations  json.RawMessage `json:"annotations"`
@@ -174,6 +184,32 @@ func Normalize(provider string, d Definition, lim Limits) (*Tool, error) {
 	}
 	if !utf8.ValidString(desc) {
 		return fail(ErrDescription, "description is not valid UTF-8")
+	}
+	title := strings.TrimSpace(d.Title)
+	if len(title) > lim.MaxNameBytes*8 {
+		return fail(ErrDescription, "title is %d bytes, limit %d", len(title), lim.MaxNameBytes*8)
+	}
+	if !utf8.ValidString(title) {
+		return fail(ErrDescription, "title is not valid UTF-8")
+	}
+	var icons json.RawMessage
+	if len(d.Icons) > 0 && string(d.Icons) != "null" {
+		v, err := decodeJSON(d.Icons, lim.MaxSchemaBytes, lim.MaxSchemaDepth)
+		if err != nil {
+			return fail(ErrAnnotations, "icons: %v", err)
+		}
+		arr, ok := v.([]any)
+		if !ok {
+			return fail(ErrAnnotations, "icons must be a JSON array")
+		}
+		for _, ic := range arr {
+			if m, ok := ic.(map[string]any); !ok || m["src"] == nil {
+				return fail(ErrAnnotations, "each icon must be an object with a src")
+			}
+		}
+		if icons, err = jcs.Transform(d.Icons); err != nil {
+			return fail(ErrAnnotations, "icons: %v", err)
+		}
 	}
 	if _, err := authority.ParseCapabilityPattern(d.Capability); err != nil || strings.Contains(d.Capability, "*") {
 		return fail(ErrCapability, "capability %q is not a dotted name", d.Capability)
@@ -220,7 +256,7 @@ func Normalize(provider string, d Definition, lim Limits) (*Tool, error) {
 		return fail(ErrSchemaCompile, "input schema does not compile: %v", err)
 	}
 
-	c := contract{V: 1, Provider: provider, Name: d.Name, Namespace: ns, Description: desc,
+	c := contract{V: 1, Provider: provider, Name: d.Name, Namespace: ns, Description: desc, Title: title,
 		InputSchema: in, OutputSchema: out, Annotations: ann, Capability: d.Capability, Requirement: d.Requirement}
 	if c.OutputSchema == nil {
 		c.OutputSchema = json.RawMessage("null")
@@ -232,7 +268,7 @@ func Normalize(provider string, d Definition, lim Limits) (*Tool, error) {
 	return &Tool{
 		Identity: Identity{Provider: provider, Name: d.Name}, Namespace: ns,
 		Contract: canon, Revision: hex.EncodeToString(sum[:]),
-		Description: desc, InputSchema: in, OutputSchema: out, Annotations: ann,
+		Description: desc, Title: title, Icons: icons, InputSchema: in, OutputSchema: out, Annotations: ann,
 		Capability: d.Capability, Requirement: req, Token: d.Token, schema: schema, limits: lim,
 	}, nil
 }
@@ -258,7 +294,7 @@ func checkName(what, s string, max int) error {
 // schemas), for transports that ship definitions on.
 func (t *Tool) Definition() Definition {
 	return Definition{
-		Name: t.Identity.Name, Namespace: t.Namespace, Description: t.Description,
+		Name: t.Identity.Name, Namespace: t.Namespace, Description: t.Description, Title: t.Title, Icons: t.Icons,
 		InputSchema: t.InputSchema, OutputSchema: t.OutputSchema, Annotations: t.Annotations,
 		Capability: t.Capability, Requirement: t.Requirement.String(), Token: t.Token,
 	}

@@ -68,7 +68,7 @@ func (n *Normalizer) put(key [32]byte, t *Tool) {
 func definitionKey(provider string, d Definition) [32]byte {
 	h := sha256.New()
 	for _, f := range [][]byte{
-		[]byte(provider), []byte(d.Name), []byte(d.Namespace), []byte(d.Description),
+		[]byte(provider), []byte(d.Name), []byte(d.Namespace), []byte(d.Description), []byte(d.Title), d.Icons,
 		d.InputSchema, d.OutputSchema, d.Annotations, []byte(d.Capability), []byte(d.Requirement), []byte(d.Token),
 	} {
 		var n [8]byte

@@ -101,6 +101,7 @@ func (d *ClientDriver) ListTools(ctx context.Context, a authority.AccessContext)
 		out.Tools = append(out.Tools, actors.ListedTool{
 			Alias: t.Alias, Identity: catalog.Identity{Provider: t.Provider, Name: t.Name}, Namespace: t.Namespace,
 			Revision: t.Revision, Description: t.Description, InputSchema: t.InputSchema, OutputSchema: t.OutputSchema, Annotations: t.Annotations,
+			Title: t.Title, Icons: t.Icons,
 		})
 	}
 	return out, nil

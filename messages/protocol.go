@@ -134,6 +134,10 @@ type Tool struct {
 	InputSchema  []byte `msgpack:"input_schema"`
 	OutputSchema []byte `msgpack:"output_schema,omitempty"`
 	Annotations  []byte `msgpack:"annotations,omitempty"`
+	// Title is the tool's human-readable name; Icons its icons (a JSON
+	// array). Both optional.
+	Title string `msgpack:"title,omitempty"`
+	Icons []byte `msgpack:"icons,omitempty"`
 }
 
 // ListRequest is list: TurnRequest's keys and a cursor.

@@ -61,6 +61,10 @@ type ProviderTool struct {
 	Capability   string `msgpack:"capability"`
 	Requirement  string `msgpack:"requirement"`
 	Revision     string `msgpack:"revision"`
+	// Title (hashed into the node's revision) and Icons (a JSON array;
+	// display only), both optional.
+	Title string `msgpack:"title,omitempty"`
+	Icons []byte `msgpack:"icons,omitempty"`
 }
 
 // ProviderCatalogReply answers ProviderCatalogRequest.

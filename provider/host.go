@@ -254,7 +254,7 @@ func wireTool(t *catalog.Tool) messages.ProviderTool {
 	return messages.ProviderTool{
 		Name: d.Name, Namespace: d.Namespace, Description: d.Description, InputSchema: d.InputSchema,
 		OutputSchema: d.OutputSchema, Annotations: d.Annotations, Capability: d.Capability,
-		Requirement: d.Requirement, Revision: t.Revision,
+		Requirement: d.Requirement, Revision: t.Revision, Title: d.Title, Icons: d.Icons,
 	}
 }
 
@@ -315,12 +315,12 @@ func snapshotOf(tools []normalized) string {
 }
 
 // wireSize bounds the encoded size of a tool's catalogue entry: its
-// strings and documents plus, for each of its nine keys, the key and the
+// strings and documents plus, for each of its eleven keys, the key and the
 // largest value header.
 func wireSize(t *catalog.Tool) int {
 	d := t.Definition()
-	return 9*(16+5) + len(d.Name) + len(d.Namespace) + len(d.Description) + len(d.InputSchema) + len(d.OutputSchema) +
-		len(d.Annotations) + len(d.Capability) + len(d.Requirement) + len(t.Revision)
+	return 11*(16+5) + len(d.Name) + len(d.Namespace) + len(d.Description) + len(d.InputSchema) + len(d.OutputSchema) +
+		len(d.Annotations) + len(d.Capability) + len(d.Requirement) + len(t.Revision) + len(d.Title) + len(d.Icons)
 }
 
 // page orders tools by name and returns the page a request asks for (the

@@ -285,7 +285,7 @@ type Page struct {
 // keep every tool far below any reply bound.
 func ListedSize(alias string, t *catalog.Tool) int {
 	return 160 + len(alias) + len(t.Identity.Provider) + len(t.Identity.Name) + len(t.Namespace) + len(t.Revision) +
-		len(t.Description) + len(t.InputSchema) + len(t.OutputSchema) + len(t.Annotations)
+		len(t.Description) + len(t.InputSchema) + len(t.OutputSchema) + len(t.Annotations) + len(t.Title) + len(t.Icons)
 }
 
 // ListPage answers one page of a listing at now, in the registry's

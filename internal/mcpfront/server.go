@@ -90,7 +90,10 @@ func (f *Front) list(ctx context.Context, e *turnEntry, req *mcp.ListToolsReques
 	res.TTLMs = int(max(f.opts.ListTTL, 0).Milliseconds())
 	res.CacheScope = "private" // one token's view: never shared
 	for i, t := range l.Tools {
-		mt := &mcp.Tool{Name: t.Alias, Description: t.Description, InputSchema: json.RawMessage(t.InputSchema)}
+		mt := &mcp.Tool{Name: t.Alias, Title: t.Title, Description: t.Description, InputSchema: json.RawMessage(t.InputSchema)}
+		if len(t.Icons) > 0 {
+			_ = json.Unmarshal(t.Icons, &mt.Icons) // canonical JSON the catalogue checked
+		}
 		if len(t.OutputSchema) > 0 {
 			mt.OutputSchema = json.RawMessage(t.OutputSchema)
 		}

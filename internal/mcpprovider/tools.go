@@ -63,6 +63,7 @@ type wireTool struct {
 	Name         string          `json:"name"`
 	Title        string          `json:"title"`
 	Description  string          `json:"description"`
+	Icons        json.RawMessage `json:"icons"`
 	InputSchema  json.RawMessage `json:"inputSchema"`
 	OutputSchema json.RawMessage `json:"outputSchema"`
 	Annotations  json.RawMessage `json:"annotations"`
@@ -210,7 +211,7 @@ func (n *normalizer) tool(raw json.RawMessage, protocol string, at time.Time) (*
 		}
 	}
 	def := catalog.Definition{
-		Name: w.Name, Namespace: n.server, Description: w.Description,
+		Name: w.Name, Namespace: n.server, Description: w.Description, Title: w.Title, Icons: w.Icons,
 		InputSchema: in, OutputSchema: out, Annotations: w.Annotations,
 		Capability:  n.capability + "." + capabilitySegment(w.Name),
 		Requirement: strings.ReplaceAll(n.requirement, "{tool}", requirementSegment(w.Name)),

@@ -114,6 +114,7 @@ func (f *Front) list(ctx context.Context, data []byte) (messages.Message, error)
 		rep.Tools[i] = messages.Tool{
 			Alias: t.Alias, Provider: t.Identity.Provider, Name: t.Identity.Name, Namespace: t.Namespace, Revision: t.Revision,
 			Description: t.Description, InputSchema: t.InputSchema, OutputSchema: t.OutputSchema, Annotations: t.Annotations,
+			Title: t.Title, Icons: t.Icons,
 		}
 	}
 	return rep, nil

@@ -228,7 +228,7 @@ func (r *Remote) pages(ctx context.Context, access authority.AccessContext) (out
 			out.Definitions = append(out.Definitions, catalog.Definition{
 				Name: t.Name, Namespace: t.Namespace, Description: t.Description, InputSchema: t.InputSchema,
 				OutputSchema: t.OutputSchema, Annotations: t.Annotations, Capability: t.Capability,
-				Requirement: t.Requirement, Token: t.Revision,
+				Requirement: t.Requirement, Token: t.Revision, Title: t.Title, Icons: t.Icons,
 			})
 		}
 		switch next := rep.NextCursor; {

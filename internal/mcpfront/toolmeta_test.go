@@ -1,0 +1,54 @@
+package mcpfront_test
+
+import (
+	"context"
+	"encoding/json"
+	"reflect"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/sharedos/sharedos/conformance"
+	"github.com/sharedos/sharedos/internal/mcpprovider"
+)
+
+// A tool's title, icons and output schema, as an MCP server declares
+// them, reach the turn's MCP clients through discovery, the turn and the
+// front unchanged.
+func TestToolTitleIconsOutputSchemaSurviveDiscovery(t *testing.T) {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "backend", Version: "1"}, nil)
+	icons := []mcp.Icon{{Source: "https://example.com/s.png", MIMEType: "image/png", Sizes: []string{"48x48"}}, {Source: "data:image/svg+xml;base64,PHN2Zy8+"}}
+	out := json.RawMessage(`{"type":"object","properties":{"hits":{"type":"integer"}},"required":["hits"]}`)
+	srv.AddTool(&mcp.Tool{Name: "find", Title: "Find pages", Description: "Finds pages.", Icons: icons, InputSchema: workspaceSchema, OutputSchema: out},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{StructuredContent: map[string]any{"hits": 1}, Content: []mcp.Content{&mcp.TextContent{Text: `{"hits":1}`}}}, nil
+		})
+	e := backedEnv(t, srv, mcpprovider.Config{})
+	_, tok := e.open(t, conformance.Ada)
+	for _, v := range []string{"2026-07-28", "2025-11-25", "2025-06-18"} {
+		s := e.connect(t, tok.Token, v)
+		l, err := s.ListTools(testCtx(t), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got *mcp.Tool
+		for _, tl := range l.Tools {
+			if tl.Name == "notion_find" {
+				got = tl
+			}
+		}
+		if got == nil {
+			t.Fatalf("%s: notion_find not listed: %+v", v, l.Tools)
+		}
+		if got.Title != "Find pages" || !reflect.DeepEqual(got.Icons, icons) {
+			t.Errorf("%s: title %q icons %+v", v, got.Title, got.Icons)
+		}
+		var gotOut, wantOut any
+		b, _ := json.Marshal(got.OutputSchema)
+		_ = json.Unmarshal(b, &gotOut)
+		_ = json.Unmarshal(out, &wantOut)
+		if !reflect.DeepEqual(gotOut, wantOut) {
+			t.Errorf("%s: output schema %s", v, b)
+		}
+	}
+}
