@@ -83,6 +83,27 @@ func appendEvent(b []byte, ev *Event) []byte {
 		b = strconv.AppendInt(b, int64(ev.Lease.Holders), 10)
 		b = append(b, '}')
 	}
+	if p := ev.Policy; p != nil {
+		b = append(b, `,"policy":{"key":`...)
+		b = appendString(b, p.Key)
+		b = append(b, `,"op":`...)
+		b = appendString(b, p.Op)
+		b = append(b, `,"prev_revision":`...)
+		b = strconv.AppendUint(b, p.PrevRevision, 10)
+		b = append(b, `,"revision":`...)
+		b = strconv.AppendUint(b, p.Revision, 10)
+		if p.PrevHash != "" {
+			b = append(b, `,"prev_sha256":`...)
+			b = appendString(b, p.PrevHash)
+		}
+		if p.Hash != "" {
+			b = append(b, `,"sha256":`...)
+			b = appendString(b, p.Hash)
+		}
+		b = append(b, `,"by":`...)
+		b = appendString(b, p.By)
+		b = append(b, '}')
+	}
 	return append(b, '}')
 }
 

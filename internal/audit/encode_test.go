@@ -46,6 +46,12 @@ func randomEvent(r *rand.Rand) *Event {
 	if r.IntN(2) == 0 {
 		ev.Close = &Close{Reason: rs(), Steps: r.IntN(3), Events: r.Uint64N(3)}
 	}
+	if r.IntN(2) == 0 {
+		ev.Lease = &Lease{IDHash: rs(), Holders: r.IntN(3)}
+	}
+	if r.IntN(2) == 0 {
+		ev.Policy = &PolicyChange{Key: rs(), Op: rs(), PrevRevision: r.Uint64N(3), Revision: r.Uint64N(1 << 40), PrevHash: rs(), Hash: rs(), By: rs()}
+	}
 	return ev
 }
 

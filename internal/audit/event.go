@@ -22,11 +22,22 @@ const (
 	TurnAttached      Type = "turn.attached"
 	TurnDetached      Type = "turn.detached"
 	TurnClosed        Type = "turn.closed"
+	// PolicyChanged records one change to the policy store (a key of the
+	// policy bucket written or removed). It is chained like every event:
+	// each node records the changes it writes in a policy chain of its
+	// own (PolicyTenant; docs/audit.md, "Policy changes").
+	PolicyChanged Type = "policy.changed"
 )
+
+// PolicyTenant is the tenant of every node's policy chain: policy is the
+// cluster's, not one tenant's, so its changes are stored on a subject of
+// their own, read by whoever reads every tenant. No configured tenant may
+// take this name.
+const PolicyTenant = "_policy"
 
 // Types lists every event type.
 func Types() []Type {
-	return []Type{TurnOpened, CatalogResolved, CatalogListed, ToolInvoked, ToolCompleted, NamespacesUpdated, TurnAttached, TurnDetached, TurnClosed}
+	return []Type{TurnOpened, CatalogResolved, CatalogListed, ToolInvoked, ToolCompleted, NamespacesUpdated, TurnAttached, TurnDetached, TurnClosed, PolicyChanged}
 }
 
 // Event is one audit record. Fields after CatalogHash are set only by the
@@ -70,6 +81,26 @@ type Event struct {
 	Close *Close `json:"close,omitempty"`
 	// Lease: on turn.attached and turn.detached.
 	Lease *Lease `json:"lease,omitempty"`
+	// Policy: on policy.changed.
+	Policy *PolicyChange `json:"policy,omitempty"`
+}
+
+// PolicyChange is one change to the policy store, on policy.changed.
+type PolicyChange struct {
+	// Key is the policy key ("grants.acme.ada"); Op is "add", "change"
+	// or "remove".
+	Key string `json:"key"`
+	Op  string `json:"op"`
+	// PrevRevision and PrevHash are the key's revision and content hash
+	// (hex SHA-256 of its canonical value) before the change, 0 and ""
+	// when it held nothing; Revision and Hash after it ("" once removed).
+	PrevRevision uint64 `json:"prev_revision"`
+	Revision     uint64 `json:"revision"`
+	PrevHash     string `json:"prev_sha256,omitempty"`
+	Hash         string `json:"sha256,omitempty"`
+	// By is who made the change: the admin's bus identity, or
+	// "cluster.yaml" for the seed of an empty store.
+	By string `json:"by"`
 }
 
 // Lease describes a lease taken (turn.attached) or released

@@ -101,7 +101,7 @@ func TestSchemasMatchTheGoTypes(t *testing.T) {
 	// The signature is appended to the checkpoint's canonical bytes, not
 	// a field of the struct.
 	matchSchema(t, string(audit.CheckpointType), schemaDoc(t, string(audit.CheckpointType)), reflect.TypeOf(audit.Checkpoint{}), []string{"sig"}, seen)
-	for _, typ := range []any{audit.Event{}, audit.Catalog{}, audit.Tool{}, audit.ProviderStatus{}, audit.Call{}, audit.Close{}, audit.Lease{}, audit.Checkpoint{}, audit.TurnHead{}} {
+	for _, typ := range []any{audit.Event{}, audit.Catalog{}, audit.Tool{}, audit.ProviderStatus{}, audit.Call{}, audit.Close{}, audit.Lease{}, audit.PolicyChange{}, audit.Checkpoint{}, audit.TurnHead{}} {
 		rt := reflect.TypeOf(typ)
 		for _, name := range jsonFields(rt) {
 			if !seen[rt][name] {

@@ -458,6 +458,18 @@ func (v *Verifier) check(ts *turnState, ev *leanEvent) {
 		}
 		return true
 	}
+	policyChain := ts.tenant == PolicyTenant
+	switch t := Type(ev.typ); {
+	case t == PolicyChanged && !policyChain:
+		v.turnFail(ts, seq, v.index, "policy.changed in the chain of tenant %q: policy changes are recorded only in a node's policy chain (tenant %s)", ts.tenant, PolicyTenant)
+		return
+	case t == PolicyChanged && !ev.hasPolicy:
+		v.turnFail(ts, seq, v.index, "policy.changed names no key or no author")
+		return
+	case policyChain && t != TurnOpened && t != PolicyChanged && t != TurnClosed:
+		v.turnFail(ts, seq, v.index, "%s in a policy chain, which holds only turn.opened, policy.changed and turn.closed", t)
+		return
+	}
 	switch Type(ev.typ) {
 	case CatalogResolved:
 		if len(ev.catalogHash) == 0 {
@@ -910,6 +922,9 @@ type leanEvent struct {
 	call                                           leanCall
 	hasClose                                       bool
 	closeEvents                                    uint64
+	// hasPolicy: the event carries a policy change (only ever decoded by
+	// encoding/json: the fast path takes no policy member).
+	hasPolicy bool
 }
 
 type leanTool struct{ alias, provider, name, namespace, revision []byte }
@@ -1004,6 +1019,7 @@ func (e *leanEvent) fromEvent(ev *Event) {
 	if ev.Close != nil {
 		e.hasClose, e.closeEvents = true, ev.Close.Events
 	}
+	e.hasPolicy = ev.Policy != nil && ev.Policy.Key != "" && ev.Policy.By != ""
 }
 
 // parse decodes data if it is exactly in the form Encode writes (field

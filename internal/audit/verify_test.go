@@ -167,6 +167,19 @@ func buildTrail(t *testing.T) (realTrail, error) {
 	}
 	call(c, "unknown_tool", `{}`)
 	call(c, "text_stats", `{"text":"x"}`)
+	// The node's policy chain: a grant changed by an admin, a binding
+	// removed; closed when the node stops.
+	pc := audit.NewPolicyChain("node-1", "p0")
+	for _, ch := range []audit.PolicyChange{
+		{Key: "grants.acme.ada", Op: "change", PrevRevision: 1, Revision: 5, PrevHash: strings.Repeat("a", 64), Hash: strings.Repeat("b", 64), By: "admin"},
+		{Key: "credentials.acme.work", Op: "remove", PrevRevision: 2, Revision: 6, PrevHash: strings.Repeat("c", 64), By: "admin"},
+	} {
+		rs, err := pc.Emit(cp, time.Now(), ch)
+		step(err)
+		for _, r := range rs {
+			step(audit.Wait(ctx, r))
+		}
+	}
 	// Concurrent turns interleave in the stream.
 	var wg sync.WaitGroup
 	for i := range 4 {
@@ -190,6 +203,9 @@ func buildTrail(t *testing.T) (realTrail, error) {
 		return realTrail{}, script
 	}
 	if err := k.Shutdown(ctx); err != nil {
+		return realTrail{}, err
+	}
+	if err := audit.Wait(ctx, pc.Close(cp, time.Now())); err != nil {
 		return realTrail{}, err
 	}
 	if err := cp.Close(ctx); err != nil {
