@@ -159,15 +159,25 @@ func auditCmd(args []string) error {
 		}
 		w := bufio.NewWriter(dst)
 		n := 0
+		// Records printed to a terminal are progress enough.
+		var pr *progress
+		if out != "" || !isTerminal(stdout) {
+			pr = startProgress(stderr, "audit export", nil)
+		} else {
+			pr = startProgress(io.Discard, "", nil)
+		}
+		defer pr.stop()
 		if err := bus.read(ctx, func(ctx context.Context) error {
 			return audit.ReadAll(ctx, nc, opts, func(data []byte, _ *audit.Event) error {
 				n++
+				pr.add(1)
 				w.Write(data)
 				return w.WriteByte('\n')
 			})
 		}); err != nil {
 			return err
 		}
+		pr.stop()
 		if err := w.Flush(); err != nil {
 			return err
 		}
@@ -280,9 +290,12 @@ func verify(read func(func([]byte) error) error, opts audit.VerifyOptions, openO
 		return err
 	}
 	start := time.Now()
-	if err := read(func(b []byte) error { v.Add(b); return nil }); err != nil {
+	pr := startProgress(stderr, "audit verify", nil)
+	defer pr.stop()
+	if err := read(func(b []byte) error { v.Add(b); pr.add(1); return nil }); err != nil {
 		return err
 	}
+	pr.stop()
 	rep := v.Finish(openOK)
 	if rep.Violations == nil {
 		rep.Violations = []audit.Violation{}
