@@ -51,7 +51,7 @@ func auditCmd(args []string) error {
 		"tail":   "Prints each audit event as one JSON line on stdout as it is stored, until interrupted.",
 		"export": "Prints every stored event as JSON lines (to stdout, with the count on stderr; or to\n--out FILE, with a JSON summary on stdout).",
 		"verify": "Verifies the trail (the stream, or an export with --file) and prints a JSON report.\nExit 4 when it finds a violation.",
-		"keys":   "Prints the checkpoint public keys as JSON: the local node's (what to trust) and,\nunless --local, those the stream's checkpoints carry.",
+		"keys":   "Prints the checkpoint public keys as JSON: the local node's (what to trust) and,\nunless --local, those the stream's checkpoints carry. What --local prints is a\n--trust file for verify (docs/audit.md, \"Keys\").",
 	}[sub])
 	var c conn
 	c.flags(fs, true)

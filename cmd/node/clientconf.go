@@ -63,7 +63,7 @@ type conn struct {
 
 func (c *conn) flags(f *flag.FlagSet, withStream bool) {
 	c.cfg.path = "cluster.yaml"
-	f.Var(&c.cfg, "config", "configuration file to find NATS, the prefix and the audit stream in (a missing default is fine; a named file must exist)")
+	f.Var(&c.cfg, "config", "configuration file to find NATS, the prefix, the audit stream and the seeds in (its relative paths are relative to its directory; a missing default is fine; a named file must exist)")
 	f.StringVar(&c.url, "nats", "", "NATS URL (default: $NATS_URL, else from the config, else "+nats.DefaultURL+")")
 	f.StringVar(&c.prefix, "prefix", "", "subject prefix (default: from the config, else sharedos)")
 	if withStream {
