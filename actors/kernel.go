@@ -21,6 +21,7 @@ import (
 	"github.com/sharedos/sharedos/internal/providers"
 	"github.com/sharedos/sharedos/internal/ratelimit"
 	"github.com/sharedos/sharedos/internal/workpool"
+	"github.com/sharedos/sharedos/projection"
 	"github.com/sharedos/sharedos/reason"
 	"github.com/sharedos/sharedos/turn"
 )
@@ -222,6 +223,8 @@ type shared struct {
 	registries *registryIntern
 	// opens and calls rate-limit each principal (nil: no limit).
 	opens, calls *ratelimit.Limiter
+	// projections memoizes model-facing translations across turns.
+	projections *projection.Cache
 }
 
 // ReplyOverhead is what MaxReplyBytes keeps for a reply's own fields
@@ -293,7 +296,10 @@ func New(opts Options) (*Kernel, error) {
 		providers:  map[string]providers.ContextToolProvider{},
 		required:   map[string]bool{},
 		normalizer: catalog.NewNormalizer(opts.Limits, 4096),
-		log:        opts.Logger,
+		// A tool's translation per profile, by revision: a node's distinct
+		// tools times the profiles in use.
+		projections: projection.NewCache(16384),
+		log:         opts.Logger,
 		// Enough warm workers for every mailbox and execution a loaded
 		// node runs at once; a new goroutine instead grows its stack again
 		// (6% of a loaded node's CPU at 4 per core).
@@ -470,6 +476,20 @@ func (k *Kernel) ListToolsPage(ctx context.Context, access authority.AccessConte
 	return *res.(*ToolList), nil
 }
 
+// ListFor lists the turn's visible tools as a model API's profile shows
+// them, or (with req.Query) searches them (turn.ProjectionRequest); with
+// an empty TurnID it is a turn of one operation. A name it shows can be
+// invoked under that profile (InvokeAs).
+func (k *Kernel) ListFor(ctx context.Context, access authority.AccessContext, req turn.ProjectionRequest) (ModelListing, error) {
+	res, err := k.turnOp(ctx, access, func(a authority.AccessContext, _ time.Time) any {
+		return &projectTools{access: a, req: req}
+	})
+	if err != nil {
+		return ModelListing{}, err
+	}
+	return *res.(*ModelListing), nil
+}
+
 // ListNamespaces lists the namespaces of the turn's held catalogue.
 func (k *Kernel) ListNamespaces(ctx context.Context, access authority.AccessContext) ([]NamespaceInfo, error) {
 	res, err := k.turnOp(ctx, access, func(a authority.AccessContext, _ time.Time) any { return &listNamespaces{access: a} })
@@ -502,6 +522,14 @@ func (k *Kernel) Invoke(ctx context.Context, access authority.AccessContext, ali
 // same id, tool and arguments gets the first execution's answer (see
 // keyed.go for what a turn keeps, and for how long). "" is Invoke.
 func (k *Kernel) InvokeKeyed(ctx context.Context, access authority.AccessContext, requestID, alias string, args []byte) (CallResult, error) {
+	return k.InvokeAs(ctx, access, requestID, "", alias, args)
+}
+
+// InvokeAs is InvokeKeyed for a name the turn showed under a model
+// profile (ListFor): it calls the tool it was shown for; a name the turn
+// never showed that profile is unknown_tool. An empty profile is the
+// turn's own aliases.
+func (k *Kernel) InvokeAs(ctx context.Context, access authority.AccessContext, requestID string, profile projection.Profile, alias string, args []byte) (CallResult, error) {
 	if len(requestID) > MaxRequestIDBytes {
 		return CallResult{}, reason.New(reason.InvalidRequest, "a request id is at most %d bytes", MaxRequestIDBytes)
 	}
@@ -509,7 +537,7 @@ func (k *Kernel) InvokeKeyed(ctx context.Context, access authority.AccessContext
 		return CallResult{}, err
 	}
 	res, err := k.turnOp(ctx, access, func(a authority.AccessContext, dl time.Time) any {
-		return &invokeTool{access: a, deadline: dl, inv: turn.Invocation{Alias: alias, Arguments: args, Transport: a.Transport}, requestID: requestID}
+		return &invokeTool{access: a, deadline: dl, inv: turn.Invocation{Alias: alias, Arguments: args, Transport: a.Transport, Profile: profile}, requestID: requestID}
 	})
 	var ce *CallError
 	var re *reason.Error

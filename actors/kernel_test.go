@@ -17,7 +17,9 @@ import (
 	"github.com/sharedos/sharedos/conformance"
 	"github.com/sharedos/sharedos/internal/audit"
 	"github.com/sharedos/sharedos/internal/providers"
+	"github.com/sharedos/sharedos/projection"
 	"github.com/sharedos/sharedos/reason"
+	"github.com/sharedos/sharedos/turn"
 )
 
 // protoactor's dead-letter throttle starts a goroutine that ends by itself
@@ -507,5 +509,42 @@ func TestLostInvokedRecordAnsweredOnceAndToRetries(t *testing.T) {
 	}
 	if _, err := k.InvokeKeyed(c, who, "req-2", "notion_search", args("acme")); err == nil || reason.Of(err) != reason.AuditUnavailable && reason.Of(err) != reason.TurnClosed {
 		t.Fatalf("a new call on the failed turn: %v, want audit_unavailable or turn_closed", err)
+	}
+}
+
+// A model-facing listing goes through the turn like any listing: judged
+// at its instant, recorded, and a name it showed calls the tool it was
+// shown for, on the turn and in a turn of one operation alike.
+func TestListForAndInvokeAs(t *testing.T) {
+	f := conformance.NewFixture(t)
+	k := start(t, f, nil)
+	c := ctx(t)
+	who, _ := openAs(t, k, conformance.Ada)
+	ml, err := k.ListFor(c, who, turn.ProjectionRequest{Profile: projection.OpenAIStrict})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ml.Projection.Tools) == 0 || ml.CatalogHash == "" || len(ml.Projection.Hash) != 64 {
+		t.Fatalf("listing: %+v", ml)
+	}
+	name := ""
+	for _, tl := range ml.Projection.Tools {
+		if tl.Identity.Name == "search" {
+			name = tl.Alias
+		}
+	}
+	if name == "" {
+		t.Fatalf("notion search not shown: %+v", ml.Projection.Tools)
+	}
+	res, err := k.InvokeAs(c, who, "", projection.OpenAIStrict, name, args("acme"))
+	if err != nil || res.Identity.Name != "search" {
+		t.Fatalf("invoke by the shown name: %+v, %v", res, err)
+	}
+	if _, err := k.InvokeAs(c, who, "", projection.Gemini, name, args("acme")); !errors.Is(err, reason.ErrUnknownTool) {
+		t.Fatalf("a name never shown to gemini: %v, want unknown_tool", err)
+	}
+	one := conformance.Ada
+	if _, err := k.ListFor(c, one, turn.ProjectionRequest{Profile: projection.MCP, Query: "notion pages"}); err != nil {
+		t.Fatalf("a search in a turn of one operation: %v", err)
 	}
 }

@@ -128,6 +128,7 @@ func (a *turnActor) starting(ctx actor.Context) {
 		m, rec := turn.New(turn.Config{
 			Node: a.sh.opts.Node, Incarnation: randomID(), StepCeiling: a.sh.opts.StepCeiling,
 			MaxInFlight: a.sh.opts.MaxInFlightPerTurn, OneOperation: a.oneOp, Switches: a.sh.opts.Switches,
+			Projections: a.sh.projections,
 		}, msg.access)
 		a.m = m
 		a.emit(rec)
@@ -205,7 +206,7 @@ func (a *turnActor) serving(ctx actor.Context) {
 		a.attach(ctx, ctx.Sender(), msg)
 	case *releaseLease:
 		a.release(ctx, ctx.Sender(), msg)
-	case *listTools, *listNamespaces, *updateNamespaces, *invokeTool, *describeTurn:
+	case *listTools, *projectTools, *listNamespaces, *updateNamespaces, *invokeTool, *describeTurn:
 		if a.failed {
 			if inv, ok := msg.(*invokeTool); ok && a.replayRetry(ctx, ctx.Sender(), inv) {
 				return
@@ -402,6 +403,21 @@ func (a *turnActor) operate(ctx actor.Context, env envelope) {
 		}
 		a.answer(ctx, env.sender, out, receipt)
 		a.afterOp(ctx)
+	case *projectTools:
+		req := msg.req
+		req.Transport = msg.access.Transport
+		if a.sh.opts.MaxReplyBytes > 0 {
+			// The listing travels with its report and names: half the
+			// reply for the bytes to send.
+			req.MaxBytes = max((a.sh.opts.MaxReplyBytes-ReplyOverhead)/2, 1)
+		}
+		p, rec, err := a.m.Project(now, req)
+		if err != nil {
+			ctx.Send(env.sender, err)
+			return
+		}
+		a.answer(ctx, env.sender, &ModelListing{CatalogHash: rec.Event.CatalogHash, Projection: p, Degraded: degraded(a.m.Degraded())}, a.emit(rec))
+		a.afterOp(ctx)
 	case *listNamespaces:
 		ns, err := a.m.ListNamespaces()
 		if err != nil {
@@ -438,6 +454,8 @@ func degraded(sts []audit.ProviderStatus) []ProviderStatus {
 func accessOf(msg any) authority.AccessContext {
 	switch m := msg.(type) {
 	case *listTools:
+		return m.access
+	case *projectTools:
 		return m.access
 	case *listNamespaces:
 		return m.access

@@ -7,6 +7,7 @@ import (
 	"github.com/sharedos/sharedos/authority"
 	"github.com/sharedos/sharedos/catalog"
 	"github.com/sharedos/sharedos/internal/providers"
+	"github.com/sharedos/sharedos/projection"
 	"github.com/sharedos/sharedos/reason"
 	"github.com/sharedos/sharedos/turn"
 )
@@ -29,6 +30,17 @@ type ToolList struct {
 	// Degraded names the providers whose catalogue this turn's resolution
 	// did not get whole, and how they failed: an empty listing and a
 	// failed discovery are not the same state.
+	Degraded []ProviderStatus
+}
+
+// ModelListing is the turn's visible catalogue as one model profile shows
+// it (docs/model-facing.md): the exact bytes to send (Projection.Listing,
+// hashed as Projection.Hash), each tool's model-facing name and identity,
+// and what was left out and why.
+type ModelListing struct {
+	CatalogHash string
+	Projection  projection.Projection
+	// Degraded is as in ToolList.
 	Degraded []ProviderStatus
 }
 
@@ -118,6 +130,12 @@ type (
 		access   authority.AccessContext
 		deadline time.Time
 		page     ListPage
+	}
+	// projectTools asks for a model-facing listing or search
+	// (turn.ProjectionRequest), answered *ModelListing.
+	projectTools struct {
+		access authority.AccessContext
+		req    turn.ProjectionRequest
 	}
 	listNamespaces   struct{ access authority.AccessContext }
 	updateNamespaces struct {

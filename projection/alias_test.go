@@ -2,6 +2,7 @@ package projection_test
 
 import (
 	"encoding/json"
+	"errors"
 	"math/rand/v2"
 	"regexp"
 	"strings"
@@ -126,6 +127,44 @@ func TestAliasesSameIdentityTwice(t *testing.T) {
 	for _, tool := range proj.Tools {
 		if id, _ := proj.Lookup(tool.Alias); id != l[0].Tool.Identity {
 			t.Fatalf("Lookup(%q) = %v", tool.Alias, id)
+		}
+	}
+}
+
+// Names a turn assigned over its whole catalogue are shown as given, in
+// any subset and order; a listing mixing given and missing names, or
+// giving an invalid or repeated one, is refused.
+func TestGivenModelNames(t *testing.T) {
+	tools := fixture(t)
+	if len(tools) < 3 {
+		t.Fatal("the fixture has fewer than three tools")
+	}
+	names, err := projection.Aliases(tools, projection.OpenAI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub := []projection.Listed{tools[2], tools[0]}
+	sub[0].ModelName, sub[1].ModelName = "given_"+names[2], "given_"+names[0]
+	p, err := projection.Project(sub, projection.OpenAI, projection.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tl := range p.Tools {
+		if !strings.HasPrefix(tl.Alias, "given_") {
+			t.Fatalf("%s shown as %q, not as given", tl.Identity, tl.Alias)
+		}
+		if id, ok := p.Lookup(tl.Alias); !ok || id != tl.Identity {
+			t.Fatalf("%q looks up %v", tl.Alias, id)
+		}
+	}
+	with := func(l projection.Listed, name string) projection.Listed { l.ModelName = name; return l }
+	for name, bad := range map[string][]projection.Listed{
+		"mixed":    {with(tools[0], "a"), tools[1]},
+		"invalid":  {with(tools[0], "a b")},
+		"repeated": {with(tools[0], "n"), with(tools[1], "n")},
+	} {
+		if _, err := projection.Project(bad, projection.OpenAI, projection.Options{}); !errors.Is(err, projection.ErrOptions) {
+			t.Errorf("%s: %v, want ErrOptions", name, err)
 		}
 	}
 }

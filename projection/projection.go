@@ -27,6 +27,13 @@ var ErrOptions = errors.New("projection: invalid options")
 type Listed struct {
 	Alias string
 	Tool  *catalog.Tool
+	// ModelName, when set, is the model-facing name to show the tool
+	// under instead of one assigned from this listing alone — a turn
+	// assigns its names once over its whole held catalogue (Aliases), so
+	// that a name means one tool for the turn whatever each listing
+	// shows. Either every tool of a listing has one or none has; each must
+	// follow the profile's name rules and be unique in the listing.
+	ModelName string
 }
 
 // Options tune one projection. The zero value is valid.
@@ -144,7 +151,10 @@ func Project(tools []Listed, profile Profile, opts Options) (Projection, error) 
 	if opts.Budget < 0 {
 		return Projection{}, fmt.Errorf("%w: negative budget", ErrOptions)
 	}
-	aliases := assignAliases(tools, rules.names)
+	aliases, err := listingAliases(tools, rules.names)
+	if err != nil {
+		return Projection{}, err
+	}
 	proj := Projection{Profile: profile, TokenMethod: method, byAlias: make(map[string]catalog.Identity, len(tools))}
 	b := opts.bounds()
 	var used requestLimits
@@ -187,6 +197,46 @@ func Project(tools []Listed, profile Profile, opts Options) (Projection, error) 
 	sum := sha256.Sum256(proj.Listing)
 	proj.Hash = hex.EncodeToString(sum[:])
 	return proj, nil
+}
+
+// Aliases assigns the model-facing names of tools under profile's name
+// rules, indexed as tools: unique, a function of tools alone. A turn calls
+// it once per profile over its whole held catalogue and passes the names
+// in Listed.ModelName, so they stay stable for the turn.
+func Aliases(tools []Listed, profile Profile) ([]string, error) {
+	rules, ok := profiles[profile]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", ErrProfile, profile)
+	}
+	return assignAliases(tools, rules.names), nil
+}
+
+// listingAliases is the listing's names: the given ones, checked, or
+// assigned from the listing.
+func listingAliases(tools []Listed, r nameRules) ([]string, error) {
+	given := 0
+	for _, l := range tools {
+		if l.ModelName != "" {
+			given++
+		}
+	}
+	if given == 0 {
+		return assignAliases(tools, r), nil
+	}
+	if given != len(tools) {
+		return nil, fmt.Errorf("%w: %d of %d tools have a model name: all or none", ErrOptions, given, len(tools))
+	}
+	out := make([]string, len(tools))
+	seen := make(map[string]bool, len(tools))
+	for i, l := range tools {
+		n := l.ModelName
+		if len(n) > r.max || fit(n, r) != n || seen[n] {
+			return nil, fmt.Errorf("%w: model name %q is not a valid, unique name of the profile", ErrOptions, n)
+		}
+		seen[n] = true
+		out[i] = n
+	}
+	return out, nil
 }
 
 func (u *requestLimits) fits(e *entry, max *requestLimits) bool {

@@ -13,6 +13,7 @@ import (
 	"github.com/sharedos/sharedos/authority"
 	"github.com/sharedos/sharedos/catalog"
 	"github.com/sharedos/sharedos/internal/audit"
+	"github.com/sharedos/sharedos/projection"
 	"github.com/sharedos/sharedos/reason"
 )
 
@@ -31,6 +32,10 @@ type Config struct {
 	OneOperation bool
 	// Switches turn off protections; only the conformance suite's proofs set them.
 	Switches Switches
+	// Projections memoizes model-facing translations by tool revision
+	// and profile, across turns (safe for concurrent use); nil translates
+	// every tool each time.
+	Projections *projection.Cache
 }
 
 // Switches each disable one mechanism so the conformance suite can show
@@ -103,6 +108,9 @@ type Machine struct {
 
 	inFlight map[string]*inFlight
 	callSeq  int
+
+	// shows is what the turn has shown each model profile (projection.go).
+	shows map[projection.Profile]*profileShow
 }
 
 type inFlight struct {
@@ -414,6 +422,10 @@ type Invocation struct {
 	Late bool
 	// Transport is recorded on the call's events (audit.Event.Transport).
 	Transport string
+	// Profile, when set, says Alias is a name this turn showed under that
+	// model profile (Project); it is resolved to the tool it was shown
+	// for, and a name the turn never showed is unknown_tool.
+	Profile projection.Profile
 }
 
 // Decision is what Decide concluded. When Err is nil the call is allowed
@@ -435,8 +447,21 @@ func (m *Machine) Decide(now time.Time, inv Invocation) (Decision, *audit.Record
 	}
 	defer m.done()
 	m.callSeq++
+	shown := true
+	if inv.Profile != "" {
+		// The call is recorded under the turn's own alias: a model-facing
+		// name never stands in for the tool's identity in the trail.
+		var alias string
+		if alias, shown = m.shownAlias(inv.Profile, inv.Alias); shown {
+			inv.Alias = alias
+		}
+	}
 	d := Decision{CallID: "c" + strconv.Itoa(m.callSeq), Alias: inv.Alias}
-	d.Err = m.decide(now, inv, &d)
+	if shown {
+		d.Err = m.decide(now, inv, &d)
+	} else {
+		d.Err = reason.New(reason.UnknownTool, "no tool was shown as %q to profile %s in this turn", inv.Alias, inv.Profile)
+	}
 	call := &audit.Call{ID: d.CallID, Alias: inv.Alias, ArgsHash: argsHash(inv.Arguments), Decision: "allow"}
 	if d.Tool != nil {
 		call.Provider, call.Name, call.Revision = d.Tool.Identity.Provider, d.Tool.Identity.Name, d.Tool.Revision

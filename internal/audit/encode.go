@@ -62,6 +62,9 @@ func appendEvent(b []byte, ev *Event) []byte {
 		b = append(b, `,"listed":`...)
 		b = appendStrings(b, ev.Listed)
 	}
+	if p := ev.Projection; p != nil {
+		b = appendProjection(b, p)
+	}
 	if ev.Call != nil {
 		b = append(b, `,"call":`...)
 		b = appendCall(b, ev.Call)
@@ -103,6 +106,44 @@ func appendEvent(b []byte, ev *Event) []byte {
 		b = append(b, `,"by":`...)
 		b = appendString(b, p.By)
 		b = append(b, '}')
+	}
+	return append(b, '}')
+}
+
+func appendProjection(b []byte, p *Projection) []byte {
+	b = append(b, `,"projection":{"profile":`...)
+	b = appendString(b, p.Profile)
+	b = append(b, `,"sha256":`...)
+	b = appendString(b, p.Hash)
+	if len(p.Names) > 0 {
+		b = append(b, `,"names":`...)
+		b = appendStrings(b, p.Names)
+	}
+	b = append(b, `,"tokens":`...)
+	b = strconv.AppendInt(b, int64(p.Tokens), 10)
+	b = append(b, `,"token_method":`...)
+	b = appendString(b, p.TokenMethod)
+	if len(p.LeftOut) > 0 {
+		b = append(b, `,"left_out":[`...)
+		for i, l := range p.LeftOut {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"alias":`...)
+			b = appendString(b, l.Alias)
+			b = append(b, `,"why":`...)
+			b = appendString(b, l.Why)
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
+	if p.QueryHash != "" {
+		b = append(b, `,"query_sha256":`...)
+		b = appendString(b, p.QueryHash)
+	}
+	if p.K != 0 {
+		b = append(b, `,"k":`...)
+		b = strconv.AppendInt(b, int64(p.K), 10)
 	}
 	return append(b, '}')
 }

@@ -50,6 +50,12 @@ func randomEvent(r *rand.Rand) *Event {
 		ev.Lease = &Lease{IDHash: rs(), Holders: r.IntN(3)}
 	}
 	if r.IntN(2) == 0 {
+		ev.Projection = &Projection{Profile: rs(), Hash: rs(), Names: strs(), Tokens: r.IntN(3), TokenMethod: rs(), QueryHash: rs(), K: r.IntN(3) - 1}
+		for range r.IntN(3) {
+			ev.Projection.LeftOut = append(ev.Projection.LeftOut, LeftOut{Alias: rs(), Why: rs()})
+		}
+	}
+	if r.IntN(2) == 0 {
 		ev.Policy = &PolicyChange{Key: rs(), Op: rs(), PrevRevision: r.Uint64N(3), Revision: r.Uint64N(1 << 40), PrevHash: rs(), Hash: rs(), By: rs()}
 	}
 	return ev

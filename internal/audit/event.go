@@ -75,6 +75,11 @@ type Event struct {
 	Catalog *Catalog `json:"catalog,omitempty"`
 	// Listed: aliases shown, on tool.catalog.listed.
 	Listed []string `json:"listed,omitempty"`
+	// Projection: on a tool.catalog.listed that showed the listing
+	// translated for a model API (a profile), or a search's result.
+	// Listed then names the turn's aliases of the tools sent, in the order
+	// sent; Projection says how they were shown and what was left out.
+	Projection *Projection `json:"projection,omitempty"`
 	// Call: on tool.invoked and tool.completed.
 	Call *Call `json:"call,omitempty"`
 	// Close: on turn.closed.
@@ -101,6 +106,28 @@ type PolicyChange struct {
 	// By is who made the change: the admin's bus identity, or
 	// "cluster.yaml" for the seed of an empty store.
 	By string `json:"by"`
+}
+
+// Projection is what a model-facing listing sent: the profile, the
+// SHA-256 of the exact bytes (projection_hash), the model-facing names
+// (parallel to Event.Listed), the token count, and every visible tool
+// left out with why (unrepresentable, over_limit, over_budget). A search
+// also carries its query's SHA-256 — never the query — and k.
+type Projection struct {
+	Profile     string    `json:"profile"`
+	Hash        string    `json:"sha256"`
+	Names       []string  `json:"names,omitempty"`
+	Tokens      int       `json:"tokens"`
+	TokenMethod string    `json:"token_method"`
+	LeftOut     []LeftOut `json:"left_out,omitempty"`
+	QueryHash   string    `json:"query_sha256,omitempty"`
+	K           int       `json:"k,omitempty"`
+}
+
+// LeftOut is a visible tool a projection did not send, by its turn alias.
+type LeftOut struct {
+	Alias string `json:"alias"`
+	Why   string `json:"why"`
 }
 
 // Lease describes a lease taken (turn.attached) or released
