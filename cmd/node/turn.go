@@ -249,14 +249,27 @@ func turnCmd(args []string) error {
 			InputSchema json.RawMessage `json:"input_schema"`
 		}
 		out := struct {
+		type degraded struct {
+			Provider string `json:"provider"`
+			Status   string `json:"status"`
+			Code     string `json:"code,omitempty"`
+			Message  string `json:"message,omitempty"`
+		}
 			Turn        string `json:"turn"`
 			CatalogHash string `json:"catalog_hash"`
 			Tools       []tool `json:"tools"`
 		}{Turn: h, CatalogHash: rep.CatalogHash, Tools: []tool{}}
+			// Degraded: the providers this turn's resolution did not get
+			// whole (failed, or partial with the tools they refused and why).
+			Degraded []degraded `json:"degraded,omitempty"`
 		for _, tl := range rep.Tools {
 			out.Tools = append(out.Tools, tool{tl.Alias, tl.Provider + "/" + tl.Name, tl.Revision[:min(12, len(tl.Revision))], tl.Description, tl.InputSchema})
 		}
 		return printJSON(out)
+		for _, d := range rep.Degraded {
+			out.Degraded = append(out.Degraded, degraded{d.Provider, d.Status, d.Code, d.Message})
+			fmt.Fprintf(stderr, "degraded: provider %s %s %s: %s\n", d.Provider, d.Status, d.Code, d.Message)
+		}
 	case "namespaces":
 		nss, err := t.ListNamespaces(ctx)
 		if err != nil {

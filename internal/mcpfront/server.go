@@ -23,7 +23,21 @@ const Version = "0.1.0"
 const (
 	MetaCatalogHash = "io.sharedos/catalogHash"
 	MetaCallID      = "io.sharedos/callId"
+	// MetaDegraded, on a listing, names the providers the turn's
+	// resolution did not get whole (a []Degraded): absent when it got
+	// every one.
+	MetaDegraded = "io.sharedos/degraded"
 )
+
+// Degraded is one provider the turn's resolution did not get whole:
+// status "failed" (none of its tools; code the failure's class) or
+// "partial" (message lists the tools it refused, each with its reason).
+type Degraded struct {
+	Provider string `json:"provider"`
+	Status   string `json:"status"`
+	Code     string `json:"code,omitempty"`
+	Message  string `json:"message,omitempty"`
+}
 
 // Versions are the protocol revisions the front offers (server/discover)
 // and negotiates (initialize), newest first: exactly those its tests run
@@ -87,6 +101,13 @@ func (f *Front) list(ctx context.Context, e *turnEntry, req *mcp.ListToolsReques
 	}
 	res := &mcp.ListToolsResult{Tools: make([]*mcp.Tool, len(l.Tools)), NextCursor: l.NextCursor}
 	res.Meta = mcp.Meta{MetaCatalogHash: l.CatalogHash}
+	if len(l.Degraded) > 0 {
+		d := make([]Degraded, len(l.Degraded))
+		for i, st := range l.Degraded {
+			d[i] = Degraded{Provider: st.Provider, Status: st.Status, Code: st.Reason, Message: st.Error}
+		}
+		res.Meta[MetaDegraded] = d
+	}
 	res.TTLMs = int(max(f.opts.ListTTL, 0).Milliseconds())
 	res.CacheScope = "private" // one token's view: never shared
 	for i, t := range l.Tools {

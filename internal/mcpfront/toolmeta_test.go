@@ -9,6 +9,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/sharedos/sharedos/conformance"
+	"github.com/sharedos/sharedos/internal/mcpfront"
 	"github.com/sharedos/sharedos/internal/mcpprovider"
 )
 
@@ -50,5 +51,31 @@ func TestToolTitleIconsOutputSchemaSurviveDiscovery(t *testing.T) {
 		if !reflect.DeepEqual(gotOut, wantOut) {
 			t.Errorf("%s: output schema %s", v, b)
 		}
+	}
+}
+
+// A turn whose resolution did not get a provider whole says so in its
+// listing's _meta (io.sharedos/degraded), at every revision.
+func TestListingSaysResolutionDegraded(t *testing.T) {
+	e := backedEnv(t, nil, mcpprovider.Config{Transport: "memory", Server: "missing"})
+	_, tok := e.open(t, conformance.Ada)
+	for _, v := range mcpfront.Versions() {
+		s := e.connect(t, tok.Token, v)
+		l, err := s.ListTools(testCtx(t), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := json.Marshal(l.Meta[mcpfront.MetaDegraded])
+		var d []mcpfront.Degraded
+		if err := json.Unmarshal(b, &d); err != nil || len(d) != 1 || d[0].Provider != "notion" || d[0].Status != "failed" || d[0].Code == "" || d[0].Message == "" {
+			t.Fatalf("%s: degraded %s", v, b)
+		}
+	}
+	// A whole resolution has none.
+	e = newEnv(t, nil, nil)
+	_, tok = e.open(t, conformance.Ada)
+	l, err := e.connect(t, tok.Token, "2026-07-28").ListTools(testCtx(t), nil)
+	if err != nil || l.Meta[mcpfront.MetaDegraded] != nil {
+		t.Fatalf("whole: %v %v", l.Meta, err)
 	}
 }

@@ -61,6 +61,16 @@ type Config struct {
 	// latest; the server may negotiate down).
 	ProtocolVersion string `yaml:"protocol_version"`
 
+	// Discovery is when the server's tools are discovered: "lazy"
+	// (default) when a turn first asks for them, or "eager": at start, for
+	// every configured credential profile (the one anonymous session when
+	// there are none), and again before each snapshot's TTL runs out (at
+	// three quarters of it; a TTL of 0 is re-taken every ttl), so turns
+	// find a started server and a fresh snapshot and never wait on a cold
+	// start. A private (per-principal) answer cannot be shared: for those
+	// eager keeps the session started.
+	Discovery string `yaml:"discovery"`
+
 	// Capability is the prefix of the capability each tool requires:
 	// <capability>.<tool name>. Default "mcp.<server id>".
 	Capability string `yaml:"capability"`
@@ -215,6 +225,11 @@ func (c *Config) Validate(id string) error {
 			add("credentials[%d] (%s): a stdio server takes its credential in env_var", i, cr.Profile)
 		}
 	}
+	switch c.Discovery {
+	case "", DiscoveryLazy, DiscoveryEager:
+	default:
+		add("discovery %q must be lazy or eager", c.Discovery)
+	}
 	if c.TTL < 0 || c.ConnectTimeout < 0 || c.CallTimeout < 0 || c.ListTimeout < 0 {
 		add("ttl and timeouts must not be negative")
 	}
@@ -224,7 +239,16 @@ func (c *Config) Validate(id string) error {
 	return errors.Join(errs...)
 }
 
+// Discovery modes (Config.Discovery).
+const (
+	DiscoveryLazy  = "lazy"
+	DiscoveryEager = "eager"
+)
+
 func (c Config) withDefaults(id string) Config {
+	if c.Discovery == "" {
+		c.Discovery = DiscoveryLazy
+	}
 	if c.TTL == 0 {
 		c.TTL = Duration(60 * time.Second)
 	}
@@ -256,6 +280,20 @@ func (cr *Credential) key() string { return cr.Tenant + "/" + cr.Profile }
 // the credential configured for exactly that tenant and profile, and
 // ok=false for anything else — no profile named, or one not configured
 // for the tenant (whatever other tenants have of that name).
+// eagerAccesses are the access contexts eager discovery asks with: one
+// per credential profile (its tenant and profile, no principal), or one
+// anonymous one.
+func (c *Config) eagerAccesses() []authority.AccessContext {
+	if len(c.Credentials) == 0 {
+		return []authority.AccessContext{{}}
+	}
+	out := make([]authority.AccessContext, len(c.Credentials))
+	for i, cr := range c.Credentials {
+		out[i] = authority.AccessContext{Tenant: cr.Tenant, CredentialProfile: cr.Profile}
+	}
+	return out
+}
+
 func (c *Config) profileFor(tenant, name string) (key string, cred *Credential, ok bool) {
 	if len(c.Credentials) == 0 {
 		return "", nil, true

@@ -64,6 +64,9 @@ type Provider struct {
 	profiles map[string]*profile
 
 	discoveries atomic.Int64
+	// warmed is closed once every eager profile's first discovery ended
+	// (at New for a lazy server).
+	warmed chan struct{}
 }
 
 // profile is everything per (server, credential profile): its session,
@@ -144,7 +147,64 @@ func New(id string, cfg Config, opts *Options) (*Provider, error) {
 	p := &Provider{id: id, cfg: cfg, opts: o, log: o.Logger.With("mcp_server", id), norm: newNormalizer(id, cfg), profiles: map[string]*profile{}}
 	p.norm.authority = o.Authority
 	p.bg, p.cancel = context.WithCancel(context.Background())
+	p.warmed = make(chan struct{})
+	if cfg.Discovery != DiscoveryEager {
+		close(p.warmed)
+		return p, nil
+	}
+	accesses := cfg.eagerAccesses()
+	var first sync.WaitGroup
+	first.Add(len(accesses))
+	for _, a := range accesses {
+		p.goBg(func() { p.keepFresh(a, first.Done) })
+	}
+	p.goBg(func() { first.Wait(); close(p.warmed) })
 	return p, nil
+}
+
+// Warmed is closed once an eager server's first discovery for each of
+// its profiles has ended, in success or failure (each bounded by
+// ConnectTimeout+ListTimeout); for a lazy server, at once.
+func (p *Provider) Warmed() <-chan struct{} { return p.warmed }
+
+// keepFresh is eager discovery for one profile: discover now, then again
+// before the snapshot's TTL runs out; after a failure again after a
+// backoff (1s doubling to 30s). firstDone is called once the first
+// discovery ended. It returns when the provider closes.
+func (p *Provider) keepFresh(access authority.AccessContext, firstDone func()) {
+	backoff := time.Second
+	for {
+		snap, err := p.current(p.bg, access, false)
+		if firstDone != nil {
+			firstDone()
+			firstDone = nil
+		}
+		wait := backoff
+		if err != nil {
+			backoff = min(2*backoff, 30*time.Second)
+		} else {
+			backoff = time.Second
+			wait = p.refreshIn(snap)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-p.bg.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// refreshIn is how long until an eager refresh of snap: at three
+// quarters of its TTL (the configured ttl when the server gave 0), and
+// at least a second from now.
+func (p *Provider) refreshIn(snap *snapshot) time.Duration {
+	ttl := snap.expires.Sub(snap.received)
+	if ttl <= 0 {
+		ttl = time.Duration(p.cfg.TTL)
+	}
+	return max(snap.received.Add(ttl*3/4).Sub(p.opts.Now()), time.Second)
 }
 
 // ID is the configured server id: the provider id, the tools' namespace

@@ -21,9 +21,10 @@ func DefaultMCPServers() map[string]*mcp.Server {
 	return map[string]*mcp.Server{"scratchpad": mcpserver.New()}
 }
 
-// startMCP builds the configured MCP providers (kind mcp). Nothing is
-// dialled until a turn asks: a server that is down fails only its own
-// catalogue, classified, and the node serves the rest.
+// startMCP builds the configured MCP providers (kind mcp). A lazy
+// server is not dialled until a turn asks; an eager one discovers at once
+// (awaitEagerMCP). A server that is down fails only its own catalogue,
+// classified, and the node serves the rest.
 func (n *Node) startMCP(cfg *config.Config, servers map[string]*mcp.Server) error {
 	for _, p := range cfg.Providers {
 		if p.Kind != "mcp" {
@@ -39,6 +40,16 @@ func (n *Node) startMCP(cfg *config.Config, servers map[string]*mcp.Server) erro
 		n.mcp = append(n.mcp, mp)
 	}
 	return nil
+}
+
+// awaitEagerMCP waits until every eager MCP server's first discovery has
+// ended (each bounded by its connect and list timeouts), so the node is
+// ready only once a first turn finds their tools; a server that failed is
+// retried in the background and its turns say so (degraded).
+func (n *Node) awaitEagerMCP() {
+	for _, mp := range n.mcp {
+		<-mp.Warmed()
+	}
 }
 
 // registerMCPMetrics adds the discovery gauges to the node's registry.

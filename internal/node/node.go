@@ -274,6 +274,7 @@ func Start(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err 
 const sinkAttempt = 5 * time.Second
 
 // clusterForming reports whether err is what JetStream answers while a
+	n.awaitEagerMCP()
 // cluster forms: no answer in time, or no peers for a stream's replicas.
 func clusterForming(err error) bool {
 	var apiErr *jetstream.APIError
