@@ -58,6 +58,8 @@ type conn struct {
 	// creds is the identity's credentials file; as is the identity
 	// whose seed the node generated is used when creds is not given.
 	creds, as string
+	// inbox overrides the identity's inbox prefix (_INBOX_<name>).
+	inbox string
 	credsDir  string // from the config: where the generated seeds are
 }
 
@@ -75,6 +77,7 @@ func (c *conn) flags(f *flag.FlagSet, withStream bool) {
 	}
 	f.StringVar(&c.creds, "creds", "", "credentials file: a user nkey seed (.nk) or a .creds file (default: $SHAREDOS_CREDS, else the seed the node generated for --as in node.creds_dir)")
 	f.StringVar(&c.as, "as", c.as, "identity whose generated seed to use when --creds is not given")
+	f.StringVar(&c.inbox, "inbox-prefix", "", "inbox prefix (default: _INBOX_<name> for a seed <name>.nk, the library's for a .creds file; an audit reader must use _INBOX_<name>)")
 }
 
 // resolve fills url, prefix and stream: flag, then NATS_URL (the URL
@@ -139,7 +142,12 @@ func (c *conn) dial() (*nats.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	nc, err := nats.Connect(c.url, append(opts, auth...)...)
+	opts = append(opts, auth...)
+	if c.inbox != "" {
+		opts = append(opts, nats.CustomInboxPrefix(c.inbox)) // after auth's: it wins
+		who += ", inbox prefix " + c.inbox
+	}
+	nc, err := nats.Connect(c.url, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to %s (from %s; is `node serve` running?) %s: %w", c.url, c.urlFrom, who, err)
 	}

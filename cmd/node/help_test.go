@@ -11,8 +11,8 @@ import (
 // commonFlags are the flags every client command of a group takes; a
 // command's own flags are the others.
 var commonFlags = map[string][]string{
-	"turn":  {"config", "nats", "prefix", "creds", "as", "timeout"},
-	"audit": {"config", "nats", "prefix", "stream", "creds", "as"},
+	"turn":  {"config", "nats", "prefix", "creds", "as", "inbox-prefix", "timeout"},
+	"audit": {"config", "nats", "prefix", "stream", "creds", "as", "inbox-prefix"},
 }
 
 var flagName = regexp.MustCompile(`--([a-z][a-z0-9-]*)`)

@@ -56,8 +56,9 @@ const usage = `usage: node COMMAND [SUBCOMMAND] [flags] [arguments]
   node identities [--creds-dir DIR]
 
 Every turn and audit command also takes --config FILE (default cluster.yaml),
---nats URL, --prefix P, --creds FILE and --as NAME (audit: --stream S; turn:
---timeout D); status and identities take --config, status --timeout.
+--nats URL, --prefix P, --creds FILE, --as NAME and --inbox-prefix P (audit:
+--stream S; turn: --timeout D); status and identities take --config, status
+--timeout.
 Data is printed to stdout as JSON (JSON lines for audit tail and export);
 errors and notes go to stderr. Exit codes: 0 done, 1 failed, 2 usage error,
 3 refused by the kernel, 4 audit verification failed.

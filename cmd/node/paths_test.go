@@ -89,6 +89,15 @@ func TestConfigPathsFromAnotherDirectory(t *testing.T) {
 	if code != 1 || !strings.Contains(errOut, want) {
 		t.Errorf("unknown seed: exit %d, stderr %q; want it to say %q", code, errOut, want)
 	}
+	// An audit reader receives only under its own inbox prefix: the
+	// default one is refused, its own (what --as gives) serves.
+	code, _, errOut = runCLI(t, "audit", "export", "--config", cfgPath, "--nats", url, "--inbox-prefix", "_INBOX")
+	if code != 1 || !strings.Contains(errOut, `Subscription to "_INBOX.`) {
+		t.Errorf("auditor with the default inbox prefix: exit %d, stderr %q", code, errOut)
+	}
+	if code, _, errOut := runCLI(t, "audit", "export", "--config", cfgPath, "--nats", url, "--inbox-prefix", "_INBOX_auditor"); code != 0 {
+		t.Errorf("auditor with its own inbox prefix: exit %d, stderr %q", code, errOut)
+	}
 	// Without --config, from a directory holding no data: the default
 	// place is named.
 	code, _, errOut = runCLI(t, "audit", "export", "--nats", url)

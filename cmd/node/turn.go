@@ -31,7 +31,8 @@ const turnUsage = `usage: node turn SUBCOMMAND [flags] [arguments]
   saved               the turns saved here; the last one is the default
 
 Every subcommand takes --config FILE, --nats URL, --prefix P, --creds FILE,
---as NAME and --timeout D (saved contacts nothing: it only checks --config).
+--as NAME, --inbox-prefix P and --timeout D (saved contacts nothing: it only
+checks --config).
 Every subcommand but open and saved acts on the most recently opened saved
 turn, or on --turn NODE/TURN (or just the turn id) naming another saved one.
 Several turns can be open at once: each open adds one; close removes it.
