@@ -7,17 +7,17 @@ import (
 	"time"
 )
 
-// PolicyChain is one node's chain of policy.changed events: a turn of its
-// own (tenant PolicyTenant, principal the node, turn id
-// "policy-<node>-<incarnation>"), opened by its first change with
-// turn.opened and closed with turn.closed when the node stops. It is
-// chained, checkpointed and verified exactly like a turn's chain, so a
-// policy change deleted, altered or reordered in the trail is found the
-// same way. A node restarted starts a new chain (a new incarnation).
+// PolicyChain is the chain of one policy operation's policy.changed
+// events (a put, a delete, an import, the seed of an empty store): a chain
+// of its own, like a turn of one operation (tenant PolicyTenant, principal
+// the node that wrote the changes, turn id "policy-<node>-<random>"),
+// opened by its first change with turn.opened and closed with turn.closed
+// (reason one_operation) when the operation ends. It is chained,
+// checkpointed and verified exactly like a turn's chain, so a policy
+// change deleted, altered or reordered in the trail is found the same
+// way, and a trail read while nodes run holds no policy chain left open.
 //
-// Safe for concurrent use: Changed hands out the records of one change in
-// chain order, and the caller emits them in the order it got them (under
-// the lock it holds around Changed and Emit, see Emit).
+// Safe for concurrent use; records are emitted in chain order.
 type PolicyChain struct {
 	mu       sync.Mutex
 	node     string
@@ -30,7 +30,8 @@ type PolicyChain struct {
 	closed   bool
 }
 
-// NewPolicyChain returns the policy chain of node's incarnation inc.
+// NewPolicyChain returns a policy chain of node; inc is random per chain
+// (event ids are inc-seq).
 func NewPolicyChain(node, inc string) *PolicyChain {
 	return &PolicyChain{node: node, inc: inc, turn: "policy-" + node + "-" + inc}
 }
@@ -64,8 +65,8 @@ func (c *PolicyChain) Emit(sink Sink, now time.Time, change PolicyChange) ([]Rec
 	return append(out, sink.Emit(rec)), nil
 }
 
-// Close ends the chain with turn.closed (reason shutdown) on sink; nil
-// when the chain recorded nothing or is closed already.
+// Close ends the chain with turn.closed (reason one_operation) on sink;
+// nil when the chain recorded nothing or is closed already.
 func (c *PolicyChain) Close(sink Sink, now time.Time) Receipt {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -73,7 +74,7 @@ func (c *PolicyChain) Close(sink Sink, now time.Time) Receipt {
 		return nil
 	}
 	c.closed = true
-	rec, err := c.record(now, &Event{Type: TurnClosed, Close: &Close{Reason: "shutdown", Events: c.seq + 1}})
+	rec, err := c.record(now, &Event{Type: TurnClosed, Close: &Close{Reason: CloseOneOperation, Events: c.seq + 1}})
 	if err != nil {
 		return Completed(err)
 	}

@@ -83,8 +83,11 @@ type NodeHead struct {
 // Report is the outcome of a verification.
 type Report struct {
 	Events int
-	Turns  int
-	Closed int
+	// Turns and Closed count turns' chains; PolicyChains the nodes'
+	// policy chains (tenant PolicyTenant), which are not turns.
+	Turns        int
+	Closed       int
+	PolicyChains int
 	// Checkpoints is the number of checkpoint records whose signature and
 	// chain link verified.
 	Checkpoints int
@@ -821,8 +824,12 @@ func (v *Verifier) finish(openOK bool) {
 	r := &v.report
 	r.Turns = 0
 	for _, ts := range all {
-		if ts.next > 0 || ts.broken {
+		policyChain := ts.tenant == PolicyTenant
+		if (ts.next > 0 || ts.broken) && !policyChain {
 			r.Turns++
+		}
+		if ts.next > 0 && policyChain {
+			r.PolicyChains++
 		}
 		if s := ts.suspect; s != nil && !ts.broken {
 			v.turnFail(ts, s.seq-1, s.prevIndex, "seq %d or seq %d was altered: the hash of seq %d is not the prev_hash of seq %d (the trail ends before it could tell which)", s.seq-1, s.seq, s.seq-1, s.seq)
@@ -835,7 +842,7 @@ func (v *Verifier) finish(openOK bool) {
 				v.turnFail(ts, ts.next, -1, "%s attests seq %d; the trail ends at seq %d: seq %d..%d missing (the tail was truncated or deleted)", c.from, c.seq, ts.next-1, ts.next, c.seq)
 			}
 		}
-		if ts.closed {
+		if ts.closed && !policyChain {
 			r.Closed++
 		}
 		if ts.claimed && !ts.broken {

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -250,6 +251,7 @@ type Server struct {
 	opts      Options // with defaults applied
 	clientURL string
 	stopped   atomic.Bool
+	reloadMu  sync.Mutex
 }
 
 // Start validates opts, starts the server and waits until it accepts client
@@ -361,6 +363,39 @@ func (s *Server) ConnectInProcess(opts ...nats.Option) (*nats.Conn, error) {
 		return nil, fmt.Errorf("natsserver: in-process connect: %w", err)
 	}
 	return nc, nil
+}
+
+// Reload applies new configuration text (Options.Config: accounts, users
+// and their permissions) to the running server, everything else as it
+// started. A user the new text no longer has, or has under another key,
+// is disconnected by the server; a user whose permissions changed keeps
+// its connection under the new permissions. Reload is serialized with
+// itself; it must not be called after Shutdown.
+func (s *Server) Reload(config string) error {
+	s.reloadMu.Lock()
+	defer s.reloadMu.Unlock()
+	if s.stopped.Load() {
+		return ErrServerShutdown
+	}
+	o := s.opts
+	o.Config = config
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	sopts := o.withDefaults().serverOptions()
+	// The listeners keep the ports they bound (a random port is not
+	// chosen again).
+	if addr, ok := s.ns.Addr().(*net.TCPAddr); ok && addr != nil {
+		sopts.Port = addr.Port
+	}
+	if c := s.ns.ClusterAddr(); c != nil {
+		sopts.Cluster.Port = c.Port
+	}
+	if err := s.ns.ReloadOptions(sopts); err != nil {
+		return fmt.Errorf("natsserver: reload: %w", err)
+	}
+	s.opts.Config = config
+	return nil
 }
 
 // Shutdown stops the server and returns once it has fully stopped. It is

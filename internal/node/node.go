@@ -24,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sharedos/sharedos/actors"
+	"github.com/sharedos/sharedos/authority"
 	"github.com/sharedos/sharedos/examples/calendar"
 	"github.com/sharedos/sharedos/internal/audit"
 	"github.com/sharedos/sharedos/internal/config"
@@ -32,6 +33,7 @@ import (
 	"github.com/sharedos/sharedos/internal/mcpprovider"
 	"github.com/sharedos/sharedos/internal/natsfront"
 	"github.com/sharedos/sharedos/internal/natsserver"
+	"github.com/sharedos/sharedos/internal/policy"
 	"github.com/sharedos/sharedos/internal/providers"
 	"github.com/sharedos/sharedos/messages"
 	"github.com/sharedos/sharedos/provider"
@@ -91,6 +93,13 @@ type Node struct {
 	// key is the node's Ed25519 key: it signs audit checkpoints and the
 	// execution grants of provider calls (docs/security.md).
 	key ed25519.PrivateKey
+
+	// policy is the policy store, view the node's live copy of it, live
+	// the grants and bindings the kernel judges against
+	// (internal/node/policy.go).
+	policy *policy.Store
+	view   *policy.View
+	live   *authority.Live
 
 	ready    atomic.Bool
 	stopOnce sync.Once
@@ -159,12 +168,13 @@ func Start(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err 
 		return nil, err
 	}
 
-	auth, err := cfg.AuthoritySource()
-	if err != nil {
+	// From here the node runs on the store's policy: cfg is the file with
+	// the store's policy sections (equal to the file's unless
+	// policy.source is store).
+	if cfg, err = n.startPolicy(ctx); err != nil {
 		return nil, err
 	}
-	creds, err := cfg.CredentialPolicy()
-	if err != nil {
+	if err := n.usePolicyIdentities(cfg); err != nil {
 		return nil, err
 	}
 	static, err := cfg.StaticProviders(opts.Handlers)
@@ -226,7 +236,7 @@ func Start(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err 
 	}), time.Duration(cfg.Kernel.ResolveTimeout), time.Duration(cfg.Kernel.CallTimeout))
 	n.registerMCPMetrics()
 	n.kernel, err = actors.New(actors.Options{
-		Node: cfg.Node.ID, Providers: ps, Required: cfg.Required(), Authority: auth, Credentials: creds,
+		Node: cfg.Node.ID, Providers: ps, Required: cfg.Required(), Authority: n.live, Credentials: n.live,
 		SharesTurns: n.ids.SharesTurns,
 		Sink:        n.watchTurns(observingSink{next: n.checkpoints, m: n.metrics}),
 		StepCeiling: cfg.Kernel.StepCeiling, MaxInFlightPerTurn: cfg.Kernel.MaxInFlightPerTurn, MaxTurns: cfg.Kernel.MaxTurns,
@@ -264,6 +274,7 @@ func Start(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err 
 	if err := n.serveHTTP(); err != nil {
 		return nil, err
 	}
+	n.awaitEagerMCP()
 	n.ready.Store(true)
 	n.log.Info("node ready", "nats", n.ClientURL(), "prefix", cfg.NATS.Prefix, "http", n.HTTPAddr(),
 		"embedded", n.srv != nil, "audit_stream", cfg.Audit.Stream, "durability", cfg.Audit.Durability)
@@ -274,7 +285,6 @@ func Start(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err 
 const sinkAttempt = 5 * time.Second
 
 // clusterForming reports whether err is what JetStream answers while a
-	n.awaitEagerMCP()
 // cluster forms: no answer in time, or no peers for a stream's replicas.
 func clusterForming(err error) bool {
 	var apiErr *jetstream.APIError
@@ -586,6 +596,9 @@ func (n *Node) Shutdown(ctx context.Context) error {
 		}
 		for _, c := range n.conns {
 			c.Close()
+		}
+		if n.view != nil {
+			n.view.Stop()
 		}
 		if n.checkpoints != nil { // after the last event, before the sink closes
 			errs = append(errs, n.checkpoints.Close(ctx))

@@ -70,6 +70,19 @@ type Changed struct {
 	By                     string
 }
 
+// Journal records the changes of one operation, in order. Record is
+// called after each change is stored, End once after the last (also when
+// the operation failed part way).
+type Journal interface {
+	Record(context.Context, Changed) error
+	End(context.Context) error
+}
+
+type noJournal struct{}
+
+func (noJournal) Record(context.Context, Changed) error { return nil }
+func (noJournal) End(context.Context) error             { return nil }
+
 // Options configure a Store.
 type Options struct {
 	// Bucket names the key-value bucket. Required.
@@ -80,9 +93,12 @@ type Options struct {
 	// Check, when set, is asked whether the whole policy a change would
 	// leave is valid; a change it refuses is not written (ErrInvalid).
 	Check func(Document) error
-	// Record, when set, records each stored change (the policy.changed
-	// audit event); a change it fails to record is reported ErrUnrecorded.
-	Record func(context.Context, Changed) error
+	// Journal, when set, starts the record of one operation (a put, a
+	// delete, an import, a seed): each change the operation stores is
+	// recorded in it (the policy.changed audit event) and the record is
+	// ended when the operation ends. A change it fails to record is
+	// reported ErrUnrecorded.
+	Journal func() Journal
 	// Clock stamps the values' At. Default time.Now.
 	Clock  func() time.Time
 	Logger *slog.Logger
@@ -311,10 +327,28 @@ func (s *Store) Put(ctx context.Context, k Key, value []byte, expect uint64, by 
 	if err := s.check(ctx, []Diff{{Key: k, Op: Change, To: canon}}); err != nil {
 		return Entry{}, err
 	}
-	return s.write(ctx, k, canon, expect, by)
+	j := s.journal()
+	e, err := s.write(ctx, j, k, canon, expect, by)
+	return e, s.end(ctx, j, err)
 }
 
-func (s *Store) write(ctx context.Context, k Key, canon []byte, expect uint64, by string) (Entry, error) {
+func (s *Store) journal() Journal {
+	if s.opts.Journal == nil {
+		return noJournal{}
+	}
+	return s.opts.Journal()
+}
+
+// end ends j, reporting a failure to end it as the operation's when the
+// operation itself succeeded.
+func (s *Store) end(ctx context.Context, j Journal, err error) error {
+	if jerr := j.End(ctx); jerr != nil && err == nil {
+		return fmt.Errorf("%w: %w", ErrUnrecorded, jerr)
+	}
+	return err
+}
+
+func (s *Store) write(ctx context.Context, j Journal, k Key, canon []byte, expect uint64, by string) (Entry, error) {
 	at := s.opts.Clock()
 	env := encodeEnvelope(by, at, canon)
 	var prevHash string
@@ -340,7 +374,7 @@ func (s *Store) write(ctx context.Context, k Key, canon []byte, expect uint64, b
 		op = Add
 	}
 	e := Entry{Key: k, Revision: rev, Value: canon, By: by, At: at}
-	return e, s.record(ctx, Changed{Key: k, Op: op, PrevRevision: expect, Revision: rev, PrevHash: prevHash, Hash: e.Hash(), By: by})
+	return e, s.record(ctx, j, Changed{Key: k, Op: op, PrevRevision: expect, Revision: rev, PrevHash: prevHash, Hash: e.Hash(), By: by})
 }
 
 // writeErr turns a refused write into a *ConflictError with the key's
@@ -358,11 +392,8 @@ func (s *Store) writeErr(ctx context.Context, k Key, expect uint64, err error) e
 	return fmt.Errorf("policy: write %s: %w", k, err)
 }
 
-func (s *Store) record(ctx context.Context, c Changed) error {
-	if s.opts.Record == nil {
-		return nil
-	}
-	if err := s.opts.Record(ctx, c); err != nil {
+func (s *Store) record(ctx context.Context, j Journal, c Changed) error {
+	if err := j.Record(ctx, c); err != nil {
 		return fmt.Errorf("%w: %s revision %d: %w", ErrUnrecorded, c.Key, c.Revision, err)
 	}
 	return nil
@@ -377,10 +408,12 @@ func (s *Store) Delete(ctx context.Context, k Key, expect uint64, by string) (ui
 	if err := s.check(ctx, []Diff{{Key: k, Op: Remove}}); err != nil {
 		return 0, err
 	}
-	return s.remove(ctx, k, expect, by)
+	j := s.journal()
+	rev, err := s.remove(ctx, j, k, expect, by)
+	return rev, s.end(ctx, j, err)
 }
 
-func (s *Store) remove(ctx context.Context, k Key, expect uint64, by string) (uint64, error) {
+func (s *Store) remove(ctx context.Context, j Journal, k Key, expect uint64, by string) (uint64, error) {
 	var prevHash string
 	prev, err := s.kv.GetRevision(ctx, k.String(), expect)
 	if err == nil && prev.Operation() == jetstream.KeyValuePut {
@@ -400,7 +433,7 @@ func (s *Store) remove(ctx context.Context, k Key, expect uint64, by string) (ui
 	if err != nil {
 		return 0, s.writeErr(ctx, k, expect, err)
 	}
-	return ack.Sequence, s.record(ctx, Changed{Key: k, Op: Remove, PrevRevision: expect, Revision: ack.Sequence, PrevHash: prevHash, By: by})
+	return ack.Sequence, s.record(ctx, j, Changed{Key: k, Op: Remove, PrevRevision: expect, Revision: ack.Sequence, PrevHash: prevHash, By: by})
 }
 
 // Import makes the store hold d: every key d changes is written with the
@@ -423,13 +456,19 @@ func (s *Store) Import(ctx context.Context, d Document, by string) ([]Diff, erro
 
 // apply writes changes in order, each at the revision it names.
 func (s *Store) apply(ctx context.Context, changes []Diff, by string) ([]Diff, error) {
+	j := s.journal()
+	done, err := s.applyIn(ctx, j, changes, by)
+	return done, s.end(ctx, j, err)
+}
+
+func (s *Store) applyIn(ctx context.Context, j Journal, changes []Diff, by string) ([]Diff, error) {
 	var done []Diff
 	for _, c := range changes {
 		var err error
 		if c.Op == Remove {
-			_, err = s.remove(ctx, c.Key, c.Revision, by)
+			_, err = s.remove(ctx, j, c.Key, c.Revision, by)
 		} else {
-			_, err = s.write(ctx, c.Key, c.To, c.Revision, by)
+			_, err = s.write(ctx, j, c.Key, c.To, c.Revision, by)
 		}
 		if err != nil && !errors.Is(err, ErrUnrecorded) {
 			return done, err

@@ -47,12 +47,26 @@ func baseConfig(t *testing.T) *config.Config {
 	return c
 }
 
-type recorder struct{ changes []policy.Changed }
+// recorder journals every operation's changes; ops counts the operations
+// ended.
+type recorder struct {
+	changes []policy.Changed
+	ops     int
+}
 
-func (r *recorder) record(_ context.Context, c policy.Changed) error {
-	r.changes = append(r.changes, c)
+type journal struct{ r *recorder }
+
+func (j journal) Record(_ context.Context, c policy.Changed) error {
+	j.r.changes = append(j.r.changes, c)
 	return nil
 }
+
+func (j journal) End(context.Context) error {
+	j.r.ops++
+	return nil
+}
+
+func (r *recorder) journal() policy.Journal { return journal{r} }
 
 func openStore(t *testing.T, base *config.Config, rec *recorder) (*policy.Store, jetstream.JetStream) {
 	t.Helper()
@@ -63,7 +77,7 @@ func openStore(t *testing.T, base *config.Config, rec *recorder) (*policy.Store,
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	s, err := policy.Open(ctx, js, policy.Options{Bucket: "POLICY", Check: func(d policy.Document) error { return d.Validate(base) }, Record: rec.record})
+	s, err := policy.Open(ctx, js, policy.Options{Bucket: "POLICY", Check: func(d policy.Document) error { return d.Validate(base) }, Journal: rec.journal})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,8 +118,8 @@ func TestSeedExportDiff(t *testing.T) {
 	if wrote, err := s.Seed(ctx, doc, "seed"); err != nil || !wrote {
 		t.Fatalf("seed: %v %v", wrote, err)
 	}
-	if len(rec.changes) != 4 {
-		t.Fatalf("%d changes recorded, want 4", len(rec.changes))
+	if len(rec.changes) != 4 || rec.ops != 1 {
+		t.Fatalf("%d changes recorded in %d operations, want 4 in one", len(rec.changes), rec.ops)
 	}
 	if wrote, err := s.Seed(ctx, doc, "seed"); err != nil || wrote {
 		t.Fatalf("a second seed wrote: %v %v", wrote, err)

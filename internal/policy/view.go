@@ -96,6 +96,11 @@ func (s *Store) Watch(ctx context.Context, live *authority.Live, opts ViewOption
 		v.Stop()
 		return nil, err
 	}
+	// Confirmed before it is used: a view is current from its start.
+	if err := v.confirm(ctx); err != nil {
+		v.Stop()
+		return nil, fmt.Errorf("policy: the bucket's leader did not confirm the view: %w", err)
+	}
 	return v, nil
 }
 
@@ -125,7 +130,7 @@ func (v *View) run(ctx context.Context) {
 				if initial {
 					initial = false
 					close(v.ready)
-					wg.Go(func() { v.probe(ctx) })
+					wg.Go(func() { v.probeLoop(ctx) })
 				}
 				continue
 			}
@@ -229,35 +234,45 @@ func (v *View) apply() {
 	v.waiters = ws
 }
 
-// probe asks the bucket's leader for its last revision every quarter of
-// MaxStaleness, and confirms the view when it has applied it.
-func (v *View) probe(ctx context.Context) {
-	every := max(v.opts.MaxStaleness/4, 10*time.Millisecond)
+// probeLoop confirms the view every quarter of MaxStaleness.
+func (v *View) probeLoop(ctx context.Context) {
+	every := v.probeEvery()
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
-		sent := time.Now()
-		qctx, cancel := context.WithTimeout(ctx, every)
-		st, err := v.store.js.Stream(qctx, v.store.Stream())
-		cancel()
-		if err == nil {
-			last := st.CachedInfo().State.LastSeq
-			v.mu.Lock()
-			if last <= v.applied {
-				v.live.Confirm(sent)
-			} else if len(v.pending) < 64 {
-				v.pending = append(v.pending, probe{last: last, sent: sent})
-			}
-			v.mu.Unlock()
-		} else if ctx.Err() == nil {
-			v.opts.Logger.Debug("policy: the bucket's leader did not answer", "err", err)
-		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
+		qctx, cancel := context.WithTimeout(ctx, every)
+		if err := v.confirm(qctx); err != nil && ctx.Err() == nil {
+			v.opts.Logger.Debug("policy: the bucket's leader did not answer", "err", err)
+		}
+		cancel()
 	}
+}
+
+func (v *View) probeEvery() time.Duration { return max(v.opts.MaxStaleness/4, 10*time.Millisecond) }
+
+// confirm asks the bucket's leader for its last revision and confirms Live
+// at the instant it asked, at once when the view has applied that
+// revision, else when it does (apply).
+func (v *View) confirm(ctx context.Context) error {
+	sent := time.Now()
+	st, err := v.store.js.Stream(ctx, v.store.Stream())
+	if err != nil {
+		return err
+	}
+	last := st.CachedInfo().State.LastSeq
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if last <= v.applied {
+		v.live.Confirm(sent)
+	} else if len(v.pending) < 64 {
+		v.pending = append(v.pending, probe{last: last, sent: sent})
+	}
+	return nil
 }
 
 // Err is the first value the view could not read, if any.

@@ -1,0 +1,235 @@
+package node
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sharedos/sharedos/authority"
+	"github.com/sharedos/sharedos/internal/audit"
+	"github.com/sharedos/sharedos/internal/config"
+	"github.com/sharedos/sharedos/internal/identity"
+	"github.com/sharedos/sharedos/internal/policy"
+)
+
+// SeedAuthor is who the seed of an empty policy store is recorded as.
+const SeedAuthor = "cluster.yaml"
+
+// seedSettle bounds how long a node waits for another node's seed of the
+// same empty store to finish before comparing it with its own file.
+const seedSettle = 10 * time.Second
+
+// startPolicy opens the policy store, seeds it from the file's policy
+// sections when it is empty, holds the file to it (policy.source file:
+// they must be equal), and starts the node's view of it. It returns the
+// configuration the node runs with: the file's, with the store's policy
+// sections.
+func (n *Node) startPolicy(ctx context.Context) (*config.Config, error) {
+	cfg := n.cfg
+	fileDoc := policy.FromConfig(cfg)
+	if err := checkReserved(fileDoc); err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(n.nc)
+	if err != nil {
+		return nil, fmt.Errorf("node: policy: %w", err)
+	}
+	opts := policy.Options{
+		Bucket: cfg.Policy.Bucket, Replicas: cfg.Policy.Replicas, Logger: n.log,
+		Check: func(d policy.Document) error {
+			if err := checkReserved(d); err != nil {
+				return err
+			}
+			return d.Validate(cfg)
+		},
+		Journal: n.policyJournal,
+	}
+	for {
+		actx, cancel := context.WithTimeout(ctx, sinkAttempt)
+		n.policy, err = policy.Open(actx, js, opts)
+		cancel()
+		if err == nil || !clusterForming(err) || ctx.Err() != nil {
+			break
+		}
+		n.log.Info("policy bucket not ready yet; trying again", "err", err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("node: policy store: %w", err)
+	}
+	wrote, err := n.policy.Seed(ctx, fileDoc, SeedAuthor)
+	if err != nil && !errors.Is(err, policy.ErrConflict) {
+		return nil, fmt.Errorf("node: seeding the policy store from %s: %w", SeedAuthor, err)
+	}
+	if wrote {
+		n.log.Info("policy store seeded from the file's policy sections", "bucket", cfg.Policy.Bucket)
+	} else if err := n.checkFileAgrees(ctx, fileDoc); err != nil {
+		return nil, err
+	}
+	n.live, _ = authority.NewLive(nil, nil)
+	n.view, err = n.policy.Watch(ctx, n.live, policy.ViewOptions{MaxStaleness: time.Duration(cfg.Policy.MaxStaleness), Logger: n.log,
+		OnChange: func(e policy.Entry, op policy.Op) {
+			n.log.Info("policy changed", "key", e.Key.String(), "op", op, "revision", e.Revision)
+		}})
+	if err != nil {
+		return nil, fmt.Errorf("node: policy store: %w", err)
+	}
+	doc, _, err := n.view.Document()
+	if err != nil {
+		return nil, fmt.Errorf("node: policy store: %w", err)
+	}
+	if err := doc.Validate(cfg); err != nil {
+		return nil, fmt.Errorf("node: the policy store's policy is not valid with this file's other sections: %w", err)
+	}
+	return doc.Apply(cfg), nil
+}
+
+// checkFileAgrees compares a store that already held policy with the
+// file's policy sections. policy.source file: they must be equal (a node
+// never runs on a policy other than the one its file states without the
+// file saying the store rules); store: a difference is logged.
+func (n *Node) checkFileAgrees(ctx context.Context, fileDoc policy.Document) error {
+	deadline := time.Now().Add(seedSettle)
+	for {
+		diff, err := n.policy.Diff(ctx, fileDoc)
+		if err != nil {
+			return fmt.Errorf("node: policy store: %w", err)
+		}
+		if len(diff) == 0 {
+			return nil
+		}
+		if n.cfg.Policy.Source == config.PolicyFromStore {
+			n.log.Warn("the policy store differs from the file's policy sections; the store rules (policy.source: store)", "keys", len(diff), "first", diff[0].Key.String())
+			return nil
+		}
+		// Another node seeding the same empty store at once: wait for its
+		// seed to finish before calling the difference real.
+		if !time.Now().Before(deadline) || !onlyAdds(diff) || ctx.Err() != nil {
+			keys := make([]string, 0, min(len(diff), 5))
+			for _, d := range diff[:min(len(diff), 5)] {
+				keys = append(keys, string(d.Op)+" "+d.Key.String())
+			}
+			return fmt.Errorf("node: the policy store (bucket %s) differs from this file's policy sections in %d keys (importing the file would: %s): "+
+				"see how with `node policy diff FILE`; make the store the file's with `node policy import FILE`, or the file the store's with `node policy export`, "+
+				"or set policy.source: store to let the store rule",
+				n.cfg.Policy.Bucket, len(diff), strings.Join(keys, ", "))
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func onlyAdds(diff []policy.Diff) bool {
+	return !slices.ContainsFunc(diff, func(d policy.Diff) bool { return d.Op != policy.Add })
+}
+
+// checkReserved refuses a policy naming the policy chain's tenant as one
+// of its own.
+func checkReserved(d policy.Document) error {
+	for _, p := range d.Principals {
+		if p.Tenant == audit.PolicyTenant {
+			return fmt.Errorf("config: principals: tenant %s is reserved for the policy chain (docs/audit.md)", audit.PolicyTenant)
+		}
+	}
+	for _, c := range d.CredentialProfiles {
+		if c.Tenant == audit.PolicyTenant {
+			return fmt.Errorf("config: credential_profiles: tenant %s is reserved for the policy chain (docs/audit.md)", audit.PolicyTenant)
+		}
+	}
+	return nil
+}
+
+// policyJournal starts the audit record of one policy operation: a
+// policy chain of its own (audit.PolicyChain).
+func (n *Node) policyJournal() policy.Journal {
+	var b [10]byte
+	_, _ = rand.Read(b[:])
+	return &journal{n: n, chain: audit.NewPolicyChain(n.cfg.Node.ID, hex.EncodeToString(b[:]))}
+}
+
+type journal struct {
+	n     *Node
+	chain *audit.PolicyChain
+}
+
+// Record records one stored change as policy.changed, and returns once
+// the audit stream has stored it.
+func (j *journal) Record(ctx context.Context, c policy.Changed) error {
+	rs, err := j.chain.Emit(j.n.checkpoints, time.Now(), audit.PolicyChange{
+		Key: c.Key.String(), Op: string(c.Op), PrevRevision: c.PrevRevision, Revision: c.Revision,
+		PrevHash: c.PrevHash, Hash: c.Hash, By: c.By,
+	})
+	if err != nil {
+		return err
+	}
+	for _, r := range rs {
+		if err := audit.Wait(ctx, r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// End closes the operation's chain, once it is stored.
+func (j *journal) End(ctx context.Context) error {
+	if r := j.chain.Close(j.n.checkpoints, time.Now()); r != nil {
+		return audit.Wait(ctx, r)
+	}
+	return nil
+}
+
+// Policy is the node's policy store (nil before Start got to it).
+func (n *Node) Policy() *policy.Store { return n.policy }
+
+// PolicyView is the node's live view of the policy store.
+func (n *Node) PolicyView() *policy.View { return n.view }
+
+// usePolicyIdentities makes the bus serve the identities of cfg (the
+// store's) when they differ from those the node started its embedded
+// server with (policy.source store, or a change while running): seeds
+// are created for new identities and the server's configuration is
+// reloaded, which disconnects an identity removed or re-keyed. With an
+// external cluster the operator applies the printed configuration
+// (docs/operations.md, "Changing policy").
+func (n *Node) usePolicyIdentities(cfg *config.Config) error {
+	n.cfg = cfg
+	ids, err := cfg.IdentitySet()
+	if err != nil {
+		return fmt.Errorf("node: %w", err)
+	}
+	if n.ids != nil && slices.EqualFunc(ids.All(), n.ids.All(), sameIdentity) {
+		return nil
+	}
+	if n.srv == nil {
+		n.ids = ids
+		n.log.Warn("the policy's identities differ from those the external cluster was configured with: print its configuration with `node identities` and reload its servers (docs/operations.md)")
+		return nil
+	}
+	accounts, err := identity.Provision(n.credsDir, cfg.Bus(), ids.All())
+	if err != nil {
+		return fmt.Errorf("node: %w", err)
+	}
+	if err := n.srv.Reload(accounts); err != nil {
+		return fmt.Errorf("node: applying the policy's identities to the embedded server: %w", err)
+	}
+	n.ids = ids
+	n.log.Info("bus identities reloaded from the policy", "identities", names(ids.All()))
+	return nil
+}
+
+func sameIdentity(a, b identity.Identity) bool {
+	return a.Name == b.Name && a.Role == b.Role && a.Provider == b.Provider && slices.Equal(a.Tenants, b.Tenants) &&
+		slices.Equal(a.Principals, b.Principals) && slices.Equal(a.Credentials, b.Credentials) && slices.Equal(a.SharesTurnsWith, b.SharesTurnsWith)
+}

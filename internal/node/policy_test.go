@@ -1,0 +1,109 @@
+package node_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/sharedos/sharedos/client"
+	"github.com/sharedos/sharedos/internal/audit"
+	"github.com/sharedos/sharedos/internal/config"
+	"github.com/sharedos/sharedos/internal/node"
+	"github.com/sharedos/sharedos/internal/policy"
+	"github.com/sharedos/sharedos/reason"
+)
+
+// The first start seeds the store from cluster.yaml; a revocation written
+// to the store refuses a turn already open at its next call, new turns
+// resolve the store's grants, and the change is a verifiable
+// policy.changed. A restart with a file whose policy now differs is
+// refused, naming node policy diff and import; with policy.source store it
+// starts on the store's policy.
+func TestPolicyStoreSeedsRevokesAndRulesRestarts(t *testing.T) {
+	dir := t.TempDir()
+	cfg := sampleConfig(t, dir)
+	n := start(t, cfg)
+	stopped := false
+	defer func() {
+		if !stopped {
+			_ = n.Shutdown(context.Background())
+		}
+	}()
+	nc := connectAs(t, n, "runtime")
+	c := client.New(nc, nil)
+	turn, err := c.Open(ctx(t), client.Access{Tenant: "acme", Principal: "ada", Namespaces: []string{"notes"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	put := []byte(`{"space":"acme","title":"plan","body":"ship"}`)
+	if _, err := turn.Invoke(ctx(t), "notes_put", put); err != nil {
+		t.Fatalf("under the seeded grant: %v", err)
+	}
+
+	// Revoke ada-notes in the store.
+	k := policy.Key{Kind: policy.Grants, Tenant: "acme", Name: "ada"}
+	e, err := n.Policy().Get(ctx(t), k)
+	if err != nil || e.By != node.SeedAuthor {
+		t.Fatalf("seeded entry: %+v %v", e, err)
+	}
+	revoked := "tenant: acme\nprincipal: ada\ngrants:\n  - {id: ada-text, capability: 'text.*', resource: 'text/**'}\n"
+	won, err := n.Policy().Put(ctx(t), k, []byte(revoked), e.Revision, "admin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.PolicyView().WaitFor(ctx(t), won.Revision); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := turn.Invoke(ctx(t), "notes_put", put); !errors.Is(err, reason.ErrNotDiscoverable) {
+		t.Fatalf("the open turn's next call after the revocation: %v, want not_discoverable", err)
+	}
+	if _, err := n.Policy().Put(ctx(t), k, []byte(revoked), e.Revision, "admin2"); !errors.Is(err, policy.ErrConflict) {
+		t.Fatalf("a second admin at the old revision: %v", err)
+	}
+	_ = turn.Close(ctx(t))
+
+	data, evs := readAll(t, connectAs(t, n, "auditor"))
+	var changes []*audit.Event
+	for _, ev := range evs {
+		if ev.Type == audit.PolicyChanged {
+			changes = append(changes, ev)
+		}
+	}
+	last := changes[len(changes)-1]
+	if len(changes) < 4 || last.Policy.Key != k.String() || last.Policy.By != "admin" || last.Policy.PrevRevision != e.Revision ||
+		last.Policy.Revision != won.Revision || last.Policy.PrevHash != e.Hash() || last.Policy.Hash != won.Hash() || last.Tenant != audit.PolicyTenant {
+		t.Fatalf("policy.changed events: %d, last %+v", len(changes), last.Policy)
+	}
+	if rep := audit.Verify(data, false); !rep.OK() || rep.PolicyChains != 2 {
+		t.Fatalf("verify: %+v", rep)
+	}
+	if err := n.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	stopped = true
+
+	// The file still grants ada-notes: it disagrees with the store.
+	_, err = node.Start(context.Background(), sampleConfig(t, dir), node.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err == nil || !strings.Contains(err.Error(), "node policy diff") || !strings.Contains(err.Error(), "node policy import") || !strings.Contains(err.Error(), k.String()) {
+		t.Fatalf("a restart with a file that disagrees: %v", err)
+	}
+	storeRules := sampleConfig(t, dir)
+	storeRules.Policy.Source = config.PolicyFromStore
+	n2 := start(t, storeRules)
+	defer n2.Shutdown(context.Background())
+	turn2, err := client.New(connectAs(t, n2, "runtime"), nil).Open(ctx(t), client.Access{Tenant: "acme", Principal: "ada", Namespaces: []string{"notes", "text"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := turn2.ListTools(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tool := range l.Tools {
+		if strings.HasPrefix(tool.Alias, "notes_") {
+			t.Fatalf("the store's policy does not rule: %s listed", tool.Alias)
+		}
+	}
+}
