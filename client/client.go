@@ -202,7 +202,7 @@ func (t *Turn) UpdateNamespaces(ctx context.Context, namespaces []string) error 
 
 // Invoke calls the tool the turn lists as alias with JSON arguments.
 func (t *Turn) Invoke(ctx context.Context, alias string, args []byte) (*messages.InvokeReply, error) {
-	return t.c.invoke(ctx, t.subject(messages.OpInvoke), t.access, alias, args, true)
+	return t.c.invoke(ctx, t.subject(messages.OpInvoke), t.access, "", alias, args, true)
 }
 
 // Close releases this caller's lease; the turn closes when its last lease
@@ -229,7 +229,7 @@ func (c *Client) ListTools(ctx context.Context, access Access) (*messages.ListRe
 // Invoke calls a tool in a turn of one operation.
 func (c *Client) Invoke(ctx context.Context, access Access, alias string, args []byte) (*messages.InvokeReply, error) {
 	access.TurnID = ""
-	return c.invoke(ctx, messages.OneOpSubject(c.opts.Prefix, messages.OpInvoke), access, alias, args, false)
+	return c.invoke(ctx, messages.OneOpSubject(c.opts.Prefix, messages.OpInvoke), access, "", alias, args, false)
 }
 
 // ListNamespaces lists namespaces in a turn of one operation.
@@ -313,14 +313,14 @@ func (c *Client) namespaces(ctx context.Context, subject string, access Access, 
 	return rep.Namespaces, nil
 }
 
-func (c *Client) invoke(ctx context.Context, subject string, access Access, alias string, args []byte, turn bool) (*messages.InvokeReply, error) {
+func (c *Client) invoke(ctx context.Context, subject string, access Access, profile, alias string, args []byte, turn bool) (*messages.InvokeReply, error) {
 	var rep messages.InvokeReply
 	var id string
 	if turn { // a named turn runs a call with a request id once: safe to resend
 		id = newRequestID()
 	}
 	if err := c.request(ctx, subject, func(ms uint32) messages.Message {
-		return &messages.InvokeRequest{V: messages.Version, Access: access, Tool: alias, Args: args, TimeoutMs: ms, RequestID: id}
+		return &messages.InvokeRequest{V: messages.Version, Access: access, Tool: alias, Args: args, TimeoutMs: ms, RequestID: id, Profile: profile}
 	}, &rep, turn, turn); err != nil {
 		if rep.Error != nil {
 			return nil, &CallError{Err: err, Reply: &rep}

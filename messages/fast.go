@@ -271,12 +271,13 @@ func (m *AckReply) appendMsgpack(b []byte) []byte {
 }
 
 func (m *InvokeRequest) appendMsgpack(b []byte) []byte {
-	b = appendMapLen(b, 3+count(len(m.Args) > 0, m.TimeoutMs != 0, m.RequestID != ""))
+	b = appendMapLen(b, 3+count(len(m.Args) > 0, m.TimeoutMs != 0, m.RequestID != "", m.Profile != ""))
 	b = m.Access.appendMsgpack(appendStr(appendV(b, m.V), "access"))
 	b = appendStr(appendStr(b, "tool"), m.Tool)
 	b = appendOptBin(b, "args", m.Args)
 	b = appendTimeout(b, m.TimeoutMs)
-	return appendOptStr(b, "request_id", m.RequestID)
+	b = appendOptStr(b, "request_id", m.RequestID)
+	return appendOptStr(b, "profile", m.Profile)
 }
 
 func (m *InvokeReply) appendMsgpack(b []byte) []byte {
@@ -735,7 +736,7 @@ func (m *AckReply) decodeMsgpack(b []byte) bool {
 }
 
 func (m *InvokeRequest) decodeMsgpack(b []byte) bool {
-	zero := m.V == 0 && zeroAccess(&m.Access) && m.Tool == "" && m.Args == nil && m.TimeoutMs == 0 && m.RequestID == ""
+	zero := m.V == 0 && zeroAccess(&m.Access) && m.Tool == "" && m.Args == nil && m.TimeoutMs == 0 && m.RequestID == "" && m.Profile == ""
 	return decodeInto(m, zero, b, func(r *reader, v *InvokeRequest, k []byte) (bit uint, ok bool) {
 		switch string(k) {
 		case "v":
@@ -756,6 +757,9 @@ func (m *InvokeRequest) decodeMsgpack(b []byte) bool {
 		case "request_id":
 			bit = 5
 			v.RequestID, ok = r.str()
+		case "profile":
+			bit = 6
+			v.Profile, ok = r.str()
 		}
 		return bit, ok
 	})

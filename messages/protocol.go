@@ -140,13 +140,79 @@ type Tool struct {
 	Icons []byte `msgpack:"icons,omitempty"`
 }
 
-// ListRequest is list: TurnRequest's keys and a cursor.
+// ListRequest is list: TurnRequest's keys and a cursor — or, with a
+// profile, the listing as a model API shows it (docs/model-facing.md),
+// and with a query as well, a search of the turn's visible tools.
 type ListRequest struct {
 	V      int    `msgpack:"v"`
 	Access Access `msgpack:"access"`
 	// Cursor continues a listing: the previous reply's next_cursor.
 	Cursor    string `msgpack:"cursor,omitempty"`
 	TimeoutMs uint32 `msgpack:"timeout_ms,omitempty"`
+	// Profile asks for the listing translated for a model API (openai,
+	// openai-strict, anthropic, anthropic-strict, gemini,
+	// gemini-jsonschema, mcp): answered in ListReply.Model, unpaged.
+	Profile string `msgpack:"profile,omitempty"`
+	// Budget, with a profile, bounds the listing's tokens; Encoding names
+	// the OpenAI encoding they are counted in (default o200k_base).
+	Budget   int    `msgpack:"budget,omitempty"`
+	Encoding string `msgpack:"encoding,omitempty"`
+	// Query, with a profile, makes the request a search: the visible
+	// tools ranked for it, the best K (0: all that match) sent.
+	Query string `msgpack:"query,omitempty"`
+	K     int    `msgpack:"k,omitempty"`
+}
+
+// ModelListing is a listing as one model profile shows it.
+type ModelListing struct {
+	Profile string `msgpack:"profile"`
+	// Listing is the JSON array to send the model API, exactly (the value
+	// of its "tools" / "functionDeclarations"); Hash is its SHA-256 hex,
+	// the projection_hash the trail records.
+	Listing     []byte `msgpack:"listing"`
+	Hash        string `msgpack:"projection_hash"`
+	Tokens      int    `msgpack:"tokens"`
+	TokenMethod string `msgpack:"token_method"`
+	// Tools are the tools sent, in order: the name the model sees (send
+	// it back as InvokeRequest.Tool with this profile) and the identity.
+	Tools []ModelTool `msgpack:"tools,omitempty"`
+	// Unrepresentable are visible tools the profile cannot express
+	// without changing what they accept, each with every reason;
+	// OverLimit those past the profile's per-request limits, OverBudget
+	// those past the budget.
+	Unrepresentable []Unrepresentable `msgpack:"unrepresentable,omitempty"`
+	OverLimit       []ToolIdentity    `msgpack:"over_limit,omitempty"`
+	OverBudget      []ToolIdentity    `msgpack:"over_budget,omitempty"`
+}
+
+// ModelTool is one tool a model listing sent.
+type ModelTool struct {
+	Name     string `msgpack:"name"`
+	Provider string `msgpack:"provider"`
+	Tool     string `msgpack:"tool"`
+	Revision string `msgpack:"revision"`
+	Tokens   int    `msgpack:"tokens"`
+}
+
+// ToolIdentity is a tool's server-scoped identity.
+type ToolIdentity struct {
+	Provider string `msgpack:"provider"`
+	Tool     string `msgpack:"tool"`
+}
+
+// Unrepresentable is a tool left out of a model listing, with why: each
+// reason names the schema keyword, its JSON pointer and a code.
+type Unrepresentable struct {
+	Provider string       `msgpack:"provider"`
+	Tool     string       `msgpack:"tool"`
+	Reasons  []ModelIssue `msgpack:"reasons"`
+}
+
+// ModelIssue is one reason a tool cannot be represented.
+type ModelIssue struct {
+	Keyword string `msgpack:"keyword,omitempty"`
+	Path    string `msgpack:"path,omitempty"`
+	Reason  string `msgpack:"reason"`
 }
 
 // ProviderFailure names a provider the turn's resolution did not get
@@ -168,6 +234,8 @@ type ListReply struct {
 	Tools       []Tool            `msgpack:"tools,omitempty"`
 	NextCursor  string            `msgpack:"next_cursor,omitempty"`
 	Degraded    []ProviderFailure `msgpack:"providers_degraded,omitempty"`
+	// Model answers a request with a profile (Tools is then empty).
+	Model *ModelListing `msgpack:"model,omitempty"`
 }
 
 // Namespace describes one namespace of a turn's catalogue.
@@ -211,6 +279,10 @@ type InvokeRequest struct {
 	// retry with the same tool and arguments with the first execution's
 	// answer (docs/protocol.md, "Retrying a call").
 	RequestID string `msgpack:"request_id,omitempty"`
+	// Profile, when set, says Tool is a name a model listing of that
+	// profile showed in this turn (ModelTool.Name); a name it never
+	// showed is unknown_tool.
+	Profile string `msgpack:"profile,omitempty"`
 }
 
 // InvokeReply answers invoke.
@@ -231,6 +303,10 @@ type InvokeReply struct {
 	// cannot tell (the caller's deadline passed before the turn answered)
 	// and on success.
 	Dispatched *bool `msgpack:"dispatched,omitempty"`
+	// Content, when present, is the result's content blocks as the tool
+	// sent them, and Text is empty; a result of one plain text block is
+	// carried as Text alone.
+	Content []Content `msgpack:"content,omitempty"`
 }
 
 // CloseRequest releases a lease.
@@ -261,10 +337,23 @@ func (m *CloseRequest) version() int            { return m.V }
 // Encode encodes m. The hot-path messages are encoded without reflection
 // (fast.go), to the bytes msgpack.Marshal gives.
 func Encode(m Message) ([]byte, error) {
-	if f, ok := m.(fastMessage); ok {
+	if f, ok := m.(fastMessage); ok && !hasContent(m) {
 		return f.appendMsgpack(make([]byte, 0, 256)), nil
 	}
 	return msgpack.Marshal(m)
+}
+
+// hasContent reports whether m is a reply carrying content blocks, which
+// the fast path leaves to msgpack (and its decoder, seeing the key, to the
+// reflective one).
+func hasContent(m Message) bool {
+	switch m := m.(type) {
+	case *InvokeReply:
+		return len(m.Content) > 0
+	case *ProviderInvokeReply:
+		return len(m.Content) > 0
+	}
+	return false
 }
 
 // Decode bounds and guards an untrusted frame, decodes it into m and

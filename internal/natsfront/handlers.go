@@ -7,7 +7,9 @@ import (
 	"github.com/sharedos/sharedos/actors"
 	"github.com/sharedos/sharedos/authority"
 	"github.com/sharedos/sharedos/messages"
+	"github.com/sharedos/sharedos/projection"
 	"github.com/sharedos/sharedos/reason"
+	"github.com/sharedos/sharedos/turn"
 )
 
 func encode(m messages.Message) []byte {
@@ -102,6 +104,12 @@ func (f *Front) list(ctx context.Context, data []byte) (messages.Message, error)
 		return nil, err
 	}
 	defer cancel()
+	if req.Profile != "" {
+		return f.listFor(ctx, access, &req)
+	}
+	if req.Query != "" || req.Budget != 0 || req.K != 0 || req.Encoding != "" {
+		return nil, reason.New(reason.InvalidRequest, "query, k, budget and encoding are for a listing with a profile")
+	}
 	l, err := f.k.ListToolsPage(ctx, access, actors.ListPage{After: req.Cursor})
 	if err != nil {
 		return nil, err
@@ -116,6 +124,41 @@ func (f *Front) list(ctx context.Context, data []byte) (messages.Message, error)
 			Description: t.Description, InputSchema: t.InputSchema, OutputSchema: t.OutputSchema, Annotations: t.Annotations,
 			Title: t.Title, Icons: t.Icons,
 		}
+	}
+	return rep, nil
+}
+
+// listFor answers a listing (or search) for a model profile.
+func (f *Front) listFor(ctx context.Context, access authority.AccessContext, req *messages.ListRequest) (messages.Message, error) {
+	if req.Cursor != "" {
+		return nil, reason.New(reason.InvalidRequest, "a listing for a profile is not paged: no cursor")
+	}
+	ml, err := f.k.ListFor(ctx, access, turn.ProjectionRequest{Profile: projection.Profile(req.Profile), Budget: req.Budget,
+		Encoding: req.Encoding, Query: req.Query, K: req.K})
+	if err != nil {
+		return nil, err
+	}
+	p := &ml.Projection
+	m := &messages.ModelListing{Profile: string(p.Profile), Listing: p.Listing, Hash: p.Hash, Tokens: p.Tokens, TokenMethod: p.TokenMethod}
+	for _, t := range p.Tools {
+		m.Tools = append(m.Tools, messages.ModelTool{Name: t.Alias, Provider: t.Identity.Provider, Tool: t.Identity.Name, Revision: t.Revision, Tokens: t.Tokens})
+	}
+	for _, u := range p.Unrepresentable {
+		mu := messages.Unrepresentable{Provider: u.Tool.Provider, Tool: u.Tool.Name}
+		for _, r := range u.Reasons {
+			mu.Reasons = append(mu.Reasons, messages.ModelIssue{Keyword: r.Keyword, Path: r.Path, Reason: r.Reason})
+		}
+		m.Unrepresentable = append(m.Unrepresentable, mu)
+	}
+	for _, id := range p.OverLimit {
+		m.OverLimit = append(m.OverLimit, messages.ToolIdentity{Provider: id.Provider, Tool: id.Name})
+	}
+	for _, id := range p.OverBudget {
+		m.OverBudget = append(m.OverBudget, messages.ToolIdentity{Provider: id.Provider, Tool: id.Name})
+	}
+	rep := &messages.ListReply{V: messages.Version, CatalogHash: ml.CatalogHash, Model: m}
+	for _, d := range ml.Degraded {
+		rep.Degraded = append(rep.Degraded, messages.ProviderFailure{Provider: d.Provider, Status: d.Status, Code: d.Reason, Message: d.Error})
 	}
 	return rep, nil
 }
@@ -161,7 +204,7 @@ func (f *Front) invoke(ctx context.Context, data []byte) (messages.Message, erro
 	if err := f.rateCheck(ctx, f.calls, "calls"); err != nil {
 		return nil, err
 	}
-	res, err := f.k.InvokeKeyed(ctx, access, req.RequestID, req.Tool, req.Args)
+	res, err := f.k.InvokeAs(ctx, access, req.RequestID, projection.Profile(req.Profile), req.Tool, req.Args)
 	if err != nil {
 		var ce *actors.CallError
 		if !errors.As(err, &ce) {
