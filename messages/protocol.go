@@ -309,7 +309,8 @@ type InvokeReply struct {
 	Content []Content `msgpack:"content,omitempty"`
 }
 
-// CloseRequest releases a lease.
+// CloseRequest releases a lease: LeaseID, or Access.Lease when LeaseID is
+// empty. A close carrying neither is refused invalid_request.
 type CloseRequest struct {
 	V         int    `msgpack:"v"`
 	Access    Access `msgpack:"access"`
