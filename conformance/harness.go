@@ -43,6 +43,11 @@ type Column struct {
 	// Tokens says callers reach turns with execution tokens, minted once
 	// the turn's catalogue is resolved (the mcp column).
 	Tokens bool
+	// NoModelListings says the column's callers cannot ask for a
+	// model-facing listing: a sandbox on the MCP front is shown the
+	// front's own MCP listing, and a runtime asks for the others over the
+	// turn protocol.
+	NoModelListings bool
 }
 
 // InProcess is the column that drives the kernel directly.

@@ -32,8 +32,9 @@ import (
 // side of a turn) and turns of one operation (MCP reaches open turns
 // only) go to the kernel directly.
 var MCP = Column{
-	Name:   "mcp",
-	Tokens: true,
+	Name:            "mcp",
+	Tokens:          true,
+	NoModelListings: true,
 	Start: func(t testing.TB, f *Fixture, opts actors.Options) Driver {
 		return serveOverMCP(t, opts)
 	},

@@ -44,11 +44,15 @@ type Row struct {
 	// need of the catalogue, which a column with Tokens cannot give (a
 	// token is minted after the catalogue is resolved).
 	NeedsFirstNeedCall bool
+	// NeedsModelListings: the row asks for model-facing listings, which a
+	// runtime asks for over the turn protocol (Column.NoModelListings).
+	NeedsModelListings bool
 }
 
 // AppliesTo reports whether the row runs in col.
 func (r Row) AppliesTo(col Column) bool {
-	return (!r.NeedsBus || col.Bus) && (!r.NeedsRemoteProviders || col.RemoteProviders) && (!r.NeedsFirstNeedCall || !col.Tokens)
+	return (!r.NeedsBus || col.Bus) && (!r.NeedsRemoteProviders || col.RemoteProviders) && (!r.NeedsFirstNeedCall || !col.Tokens) &&
+		(!r.NeedsModelListings || !col.NoModelListings)
 }
 
 // Rows is the table's rows, in order.
@@ -57,7 +61,7 @@ func Rows() []Row {
 		catalogueMovedMidTurn, grantExpiresMidTurn, namespaceToggledMidTurn, toolAddedMidTurn,
 		stepCeiling, oneOperationTurn, providerCalledOncePerTurn, catalogHashJoins, contractChangedBeforeCall,
 		decidedAtTheInstant, foreignLease, crossTenantOpen, credentialProfileBound, directProviderCall,
-		sameNameTwoServers, listChangedMidTurn, grantRevokedMidTurn,
+		sameNameTwoServers, listChangedMidTurn, projectionDeterministic, aliasRoundTrip, grantRevokedMidTurn,
 		staleTokenReconnect, // mcpcol.go
 	}
 }

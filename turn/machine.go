@@ -67,6 +67,12 @@ type Switches struct {
 	// bound to (not a kernel mechanism: the NATS front's, which the
 	// conformance columns switch off with it).
 	NoTenantBinding bool
+	// NoProjectionRecord leaves a model-facing listing's projection (its
+	// profile, hash and names) out of its tool.catalog.listed.
+	NoProjectionRecord bool
+	// AnyModelName lets a call under a model profile name any tool of the
+	// turn by its alias, shown to that profile or not.
+	AnyModelName bool
 	// NoCredentialBinding lets an access name any credential profile,
 	// bound to its principal or not (read by the kernel).
 	NoCredentialBinding bool
@@ -454,6 +460,8 @@ func (m *Machine) Decide(now time.Time, inv Invocation) (Decision, *audit.Record
 		var alias string
 		if alias, shown = m.shownAlias(inv.Profile, inv.Alias); shown {
 			inv.Alias = alias
+		} else if m.cfg.Switches.AnyModelName {
+			_, shown = m.registry.Lookup(inv.Alias)
 		}
 	}
 	d := Decision{CallID: "c" + strconv.Itoa(m.callSeq), Alias: inv.Alias}

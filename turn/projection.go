@@ -122,6 +122,9 @@ func (m *Machine) Project(now time.Time, r ProjectionRequest) (projection.Projec
 	for _, id := range p.OverBudget {
 		ev.Projection.LeftOut = append(ev.Projection.LeftOut, audit.LeftOut{Alias: aliasOf[id], Why: "over_budget"})
 	}
+	if m.cfg.Switches.NoProjectionRecord {
+		ev.Projection = nil
+	}
 	return p, m.record(now, ev), nil
 }
 
