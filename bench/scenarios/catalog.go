@@ -42,5 +42,6 @@ func (e *Env) All() []harness.Scenario {
 		e.SharedOS(NATSProviderAcked, "Go client → node → provider over NATS, audit acked", FloorCompositeProviderAckd, "nats", ToolProvider, AuditAcked),
 		e.FloorMCP(FloorMCPDirect), e.MCPProviderScenario(MCPProvider, FloorMCPDirect), // bench/scenarios/mcp.go
 		e.FloorMCPFrontHTTP(FloorMCPFront), e.MCPFrontScenario(MCPFront, FloorMCPFront), // bench/scenarios/mcpfront.go
+		e.ModelListingScenario(ModelListing500), // bench/scenarios/listing.go
 	}
 }

@@ -45,6 +45,9 @@ const (
 	// toolMCP is the tool served by an MCP server over streamable HTTP on
 	// loopback, reached through the MCP-backed provider.
 	toolMCP = "mcp"
+	// toolCatalog500 is the echo tool among 499 others, static: the
+	// catalogue a model listing translates.
+	toolCatalog500 = "catalog500"
 )
 
 // The benchmark principal, its grant, and the tool every scenario calls.
@@ -179,6 +182,11 @@ func (e *Env) startNode(ctx context.Context, cfg nodeConfig) (_ *node, err error
 
 	var p providers.ContextToolProvider
 	switch cfg.tool {
+	case toolCatalog500:
+		p, err = providers.NewStatic(staticID, catalog500())
+		if err != nil {
+			return nil, err
+		}
 	case ToolStatic:
 		p, err = providers.NewStatic(staticID, []providers.StaticTool{{Definition: echoDefinition,
 			Handler: func(ctx context.Context, call providers.Call) (providers.Result, error) {
