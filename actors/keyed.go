@@ -122,7 +122,7 @@ func (a *turnActor) keyedDone(ctx actor.Context, key string, answer any, receipt
 	}
 	kc.waiters, kc.done, kc.answer, kc.receipt = nil, true, answer, receipt
 	if r, ok := answer.(*CallResult); ok {
-		kc.size = len(r.Result.Text) + len(r.Result.Structured)
+		kc.size = r.Result.Size()
 	}
 	k := a.keyed
 	k.order = append(k.order, key)

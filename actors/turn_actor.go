@@ -563,7 +563,7 @@ func (a *turnActor) invoke(ctx actor.Context, sender *actor.PID, msg *invokeTool
 		if errors.Is(err, providers.ErrNotDispatched) {
 			pc.dispatched.Store(false) // the provider says it never sent it
 		}
-		n := len(res.Text) + len(res.Structured)
+		n := res.Size()
 		switch {
 		case err != nil && callerGone() && !pc.dispatched.Load():
 			c.comp.Err = reason.New(reason.DeadlineExceeded, "the caller's deadline passed before %s was sent; the call did not run", call.Tool)

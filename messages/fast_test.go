@@ -149,6 +149,56 @@ func TestFastEncodingIsMsgpackMarshalsBytes(t *testing.T) {
 	}
 }
 
+// clearContent drops the content blocks of a reply that has them.
+func clearContent(m any) {
+	switch m := m.(type) {
+	case *InvokeReply:
+		m.Content = nil
+	case *ProviderInvokeReply:
+		m.Content = nil
+	}
+}
+
+// A reply with content blocks is encoded by msgpack and decoded by the
+// reflective decoder (the fast decoder refuses the content key), so its
+// bytes and values are msgpack's; without them the fast path's bytes stay
+// what they were.
+func TestContentTakesTheReflectivePath(t *testing.T) {
+	size := int64(4033)
+	blocks := []Content{
+		{Type: ContentText, Text: "a", Annotations: []byte(`{"audience":["user"]}`), Meta: []byte(`{"k":1}`)},
+		{Type: ContentImage, Data: []byte{0x89, 'P', 'N', 'G'}, MIMEType: "image/png"},
+		{Type: ContentResourceLink, URI: "file:///a", Name: "a", Size: &size},
+		{Type: ContentResource, Resource: &Resource{URI: "file:///b", MIMEType: "application/octet-stream", Blob: []byte{0, 1, 2}}},
+	}
+	for _, m := range []Message{
+		&InvokeReply{V: Version, CallID: "c", Content: blocks, Structured: []byte(`{"a":1}`)},
+		&ProviderInvokeReply{V: Version, Content: blocks, IsError: true},
+	} {
+		b, err := Encode(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want, _ := msgpack.Marshal(m); !bytes.Equal(b, want) {
+			t.Fatalf("%T: not msgpack's bytes", m)
+		}
+		fresh := reflect.New(reflect.TypeOf(m).Elem()).Interface().(fastMessage)
+		if fresh.decodeMsgpack(b) {
+			t.Fatalf("%T: the fast decoder took content", m)
+		}
+		got := reflect.New(reflect.TypeOf(m).Elem()).Interface().(Message)
+		if err := Decode(b, got, DefaultLimits()); err != nil || !reflect.DeepEqual(got, m) {
+			t.Fatalf("%T: %v\n got %+v\nwant %+v", m, err, got, m)
+		}
+	}
+	// Without content: the fast path's bytes, as before.
+	plain := &InvokeReply{V: Version, CallID: "c", Text: "t"}
+	b, _ := Encode(plain)
+	if !bytes.Equal(b, plain.appendMsgpack(nil)) {
+		t.Fatal("a reply without content left the fast path")
+	}
+}
+
 // hasBigMap reports whether m holds a map of two or more entries.
 func hasBigMap(m any) bool {
 	v := reflect.ValueOf(m).Elem()
@@ -166,6 +216,7 @@ func TestFastDecodingMatchesReflectiveDecoding(t *testing.T) {
 		for range 1000 {
 			m := mk()
 			f.fill(reflect.ValueOf(m).Elem())
+			clearContent(m) // content blocks take the reflective path (TestContentTakesTheReflectivePath)
 			frame := reflective(t, m)
 			fast := mk()
 			if !fast.decodeMsgpack(frame) {
@@ -249,6 +300,7 @@ func TestDecodeOfMutatedFramesMatchesReflectiveDecoding(t *testing.T) {
 		for range 1000 {
 			m := mk()
 			f.fill(reflect.ValueOf(m).Elem())
+			clearContent(m) // content blocks take the reflective path (TestContentTakesTheReflectivePath)
 			frame := reflective(t, m)
 			if len(frame) > 4096 {
 				continue

@@ -112,6 +112,9 @@ type ProviderInvokeReply struct {
 	Text       string `msgpack:"text,omitempty"`
 	Structured []byte `msgpack:"structured,omitempty"`
 	IsError    bool   `msgpack:"is_error,omitempty"`
+	// Content, when present, is the result's content blocks and Text is
+	// empty (InvokeReply.Content).
+	Content []Content `msgpack:"content,omitempty"`
 }
 
 func (m *ProviderCatalogRequest) version() int { return m.V }

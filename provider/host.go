@@ -429,7 +429,7 @@ func (h *Host) onInvoke(m *nats.Msg) {
 			h.respond(m, &messages.ProviderInvokeReply{V: messages.Version, Error: wireError(err)})
 			return
 		}
-		h.respond(m, &messages.ProviderInvokeReply{V: messages.Version, Text: out.Text, Structured: out.Structured, IsError: out.IsError})
+		h.respond(m, &messages.ProviderInvokeReply{V: messages.Version, Text: out.Text, Structured: out.Structured, IsError: out.IsError, Content: out.Content})
 	}()
 }
 

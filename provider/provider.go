@@ -41,6 +41,7 @@ import (
 
 	"github.com/sharedos/sharedos/authority"
 	"github.com/sharedos/sharedos/catalog"
+	"github.com/sharedos/sharedos/messages"
 )
 
 // Access is the context a catalogue or call is for.
@@ -74,11 +75,15 @@ type Call struct {
 	Resource string
 }
 
-// Result is what a tool returns.
+// Result is what a tool returns: Text (one plain text block), or
+// Content, typed content blocks (text, image, audio, resource links,
+// embedded resources) with Text left empty; Structured, optionally, a
+// JSON value matching the output schema.
 type Result struct {
 	Text       string
 	Structured json.RawMessage
 	IsError    bool
+	Content    []messages.Content
 }
 
 // Provider is what a provider implements.

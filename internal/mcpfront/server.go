@@ -178,14 +178,12 @@ func (f *Front) callTool(ctx context.Context, e *turnEntry, ti *auth.TokenInfo, 
 		return refusal(err), nil
 	}
 	out := &mcp.CallToolResult{IsError: res.Result.IsError, Meta: mcp.Meta{MetaCatalogHash: res.CatalogHash, MetaCallID: res.CallID}}
-	text := res.Result.Text
 	if len(res.Result.Structured) > 0 {
 		out.StructuredContent = json.RawMessage(res.Result.Structured)
-		if text == "" {
-			text = string(res.Result.Structured)
-		}
 	}
-	out.Content = []mcp.Content{&mcp.TextContent{Text: text}}
+	if out.Content, err = callContent(&res.Result); err != nil {
+		return refusal(reason.New(reason.ProviderError, "%s: %v", name, err)), nil
+	}
 	return out, nil
 }
 

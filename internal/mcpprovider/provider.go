@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -815,36 +814,6 @@ func (p *Provider) recheck(ctx context.Context, pr *profile, access authority.Ac
 		return reason.New(reason.CapabilityChanged, "mcp server %s: tool %s changed or was removed (the server refused the call)", p.id, t.Name)
 	}
 	return nil
-}
-
-func resultOf(res *mcp.CallToolResult) (providers.Result, error) {
-	var b strings.Builder
-	for i, c := range res.Content {
-		if i > 0 {
-			b.WriteByte('\n')
-		}
-		switch c := c.(type) {
-		case *mcp.TextContent:
-			b.WriteString(c.Text)
-		case *mcp.ImageContent:
-			fmt.Fprintf(&b, "[image %s, %d bytes]", c.MIMEType, len(c.Data))
-		case *mcp.AudioContent:
-			fmt.Fprintf(&b, "[audio %s, %d bytes]", c.MIMEType, len(c.Data))
-		case *mcp.ResourceLink:
-			fmt.Fprintf(&b, "[resource %s]", c.URI)
-		default:
-			b.WriteString("[content]")
-		}
-	}
-	out := providers.Result{Text: b.String(), IsError: res.IsError}
-	if res.StructuredContent != nil {
-		s, err := json.Marshal(res.StructuredContent)
-		if err != nil {
-			return providers.Result{}, reason.New(reason.ProviderError, "structured content: %v", err)
-		}
-		out.Structured = s
-	}
-	return out, nil
 }
 
 // maxPrivate bounds one profile's private snapshots (one per principal).

@@ -220,7 +220,7 @@ func (f *Front) invoke(ctx context.Context, data []byte) (messages.Message, erro
 	}
 	return &messages.InvokeReply{
 		V: messages.Version, CallID: res.CallID, CatalogHash: res.CatalogHash, Alias: res.Alias,
-		Provider: res.Identity.Provider, Name: res.Identity.Name, Text: res.Result.Text, Structured: res.Result.Structured,
+		Provider: res.Identity.Provider, Name: res.Identity.Name, Text: res.Result.Text, Structured: res.Result.Structured, Content: res.Result.Content,
 		IsError: res.Result.IsError, DurationUs: res.Duration.Microseconds(),
 	}, nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sharedos/sharedos/authority"
 	"github.com/sharedos/sharedos/catalog"
+	"github.com/sharedos/sharedos/messages"
 	"github.com/sharedos/sharedos/reason"
 )
 
@@ -82,12 +83,29 @@ type Call struct {
 
 // Result is what a tool returned.
 type Result struct {
-	// Text is the human/model-readable result.
+	// Text is the human/model-readable result: one plain text block.
 	Text string
 	// Structured is an optional JSON value matching the output schema.
 	Structured json.RawMessage
 	// IsError: the tool ran and reports failure (outcome "tool_error").
 	IsError bool
+	// Content, when present, is the result's typed content blocks as the
+	// tool sent them (text, image, audio, resource links, embedded
+	// resources, each with its annotations and _meta), and Text is empty.
+	Content []Content
+}
+
+// Content is one typed block of a result (the wire's own type).
+type Content = messages.Content
+
+// Size is about the bytes r takes in a reply: what a turn bounds by the
+// bus's message size (result_too_large beyond it, never cut).
+func (r *Result) Size() int {
+	n := len(r.Text) + len(r.Structured)
+	for i := range r.Content {
+		n += r.Content[i].Bytes()
+	}
+	return n
 }
 
 // Classify maps a provider error to its reason code: codes the provider

@@ -270,7 +270,7 @@ func (r *Remote) Invoke(ctx context.Context, call Call) (Result, error) {
 	if rep.Error != nil {
 		return Result{}, providerError(r.id, rep.Error)
 	}
-	return Result{Text: rep.Text, Structured: rep.Structured, IsError: rep.IsError}, nil
+	return Result{Text: rep.Text, Structured: rep.Structured, IsError: rep.IsError, Content: rep.Content}, nil
 }
 
 // sign puts the call's execution grant on req: what the kernel decided,
