@@ -211,8 +211,10 @@ func auditCmd(args []string) error {
 		}, vopts, live, &segmentsOnly)
 	case "keys":
 		return printKeys(&c, keyFile, func(fn func([]byte) error) error {
+			pr := startProgress(stderr, "audit keys", nil)
+			defer pr.stop()
 			return bus.read(ctx, func(ctx context.Context) error {
-				return audit.ReadAll(ctx, nc, opts, func(data []byte, _ *audit.Event) error { return fn(data) })
+				return audit.ReadAll(ctx, nc, opts, func(data []byte, _ *audit.Event) error { pr.add(1); return fn(data) })
 			})
 		})
 	default:

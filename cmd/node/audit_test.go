@@ -159,7 +159,7 @@ func TestAuditFlagCombinations(t *testing.T) {
 		"out": filepath.Join(dir, "out.jsonl"), "file": empty, "trust": keys, "anchor": empty,
 		"key": filepath.Join(dir, "missing.key"), "config": filepath.Join(dir, "missing.yaml"),
 		"nats": n.ClientURL(), "prefix": "sharedos", "stream": "SHAREDOS_AUDIT",
-		"creds": filepath.Join(dir, "missing.nk"), "as": "runtime",
+		"creds": filepath.Join(dir, "missing.nk"), "as": "runtime", "inbox-prefix": "_INBOX_runtime",
 	}
 	for _, sub := range []string{"export", "verify", "keys", "tail"} {
 		flags := auditFlags(t, sub)
