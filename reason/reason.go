@@ -82,6 +82,15 @@ const (
 	// from the store's leader), so it cannot tell whether a grant the turn
 	// holds was revoked; the operation was not decided.
 	PolicyStale Code = "policy_stale"
+	// PolicyForbidden: a policy request (node policy) from a bus identity
+	// that is not an admin; nothing was read or changed.
+	PolicyForbidden Code = "policy_forbidden"
+	// PolicyConflict: a policy write named a revision its key is no
+	// longer at (another admin changed it); the refusal carries the
+	// current revision and nothing was written.
+	PolicyConflict Code = "policy_conflict"
+	// PolicyNotFound: the policy key holds nothing.
+	PolicyNotFound Code = "policy_not_found"
 	// Internal: a SharedOS fault, not the caller's: a bug or an
 	// infrastructure failure.
 	Internal Code = "internal"
@@ -94,7 +103,8 @@ func Codes() []Code {
 		NoMatchingGrant, StepCeilingExceeded, TurnClosed, TurnNotFound,
 		ProviderUnavailable, ProviderTimeout, ProviderError, CapabilityChanged,
 		Overloaded, InvalidRequest, NodeUnavailable, AuditUnavailable,
-		DeadlineExceeded, ResultTooLarge, RateLimited, TenantForbidden, CredentialForbidden, PolicyStale, Internal,
+		DeadlineExceeded, ResultTooLarge, RateLimited, TenantForbidden, CredentialForbidden, PolicyStale,
+		PolicyForbidden, PolicyConflict, PolicyNotFound, Internal,
 	}
 }
 
@@ -173,5 +183,8 @@ var (
 	ErrTenantForbidden     = &Error{Code: TenantForbidden}
 	ErrCredentialForbidden = &Error{Code: CredentialForbidden}
 	ErrPolicyStale         = &Error{Code: PolicyStale}
+	ErrPolicyForbidden     = &Error{Code: PolicyForbidden}
+	ErrPolicyConflict      = &Error{Code: PolicyConflict}
+	ErrPolicyNotFound      = &Error{Code: PolicyNotFound}
 	ErrInternal            = &Error{Code: Internal}
 )

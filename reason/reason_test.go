@@ -22,6 +22,9 @@ func TestErrorsIsMatchesByCode(t *testing.T) {
 		reason.RateLimited: reason.ErrRateLimited, reason.TenantForbidden: reason.ErrTenantForbidden,
 		reason.CredentialForbidden: reason.ErrCredentialForbidden,
 		reason.PolicyStale:         reason.ErrPolicyStale,
+		reason.PolicyForbidden:     reason.ErrPolicyForbidden,
+		reason.PolicyConflict:      reason.ErrPolicyConflict,
+		reason.PolicyNotFound:      reason.ErrPolicyNotFound,
 		reason.Internal:            reason.ErrInternal,
 	}
 	if len(sentinels) != len(reason.Codes()) {

@@ -112,7 +112,7 @@ type ClusterNode struct {
 // Identity is one party on the bus (see internal/identity).
 type Identity struct {
 	Name string `yaml:"name"`
-	// Role: runtime, audit, provider or node.
+	// Role: runtime, audit, provider, node or admin.
 	Role string `yaml:"role"`
 	// Tenants a runtime acts for or an audit reader reads; "*" for all.
 	Tenants []string `yaml:"tenants"`
@@ -802,7 +802,7 @@ func loopbackURL(raw string) bool {
 // ones added: the node ("node"), a provider identity "provider-<id>" for
 // each nats provider no listed identity serves, and — when none is
 // listed — a runtime "runtime" and an audit reader "auditor" bound to the
-// tenants of principals.
+// tenants of principals, and a policy admin "admin".
 func (c *Config) EffectiveIdentities() []identity.Identity {
 	var out []identity.Identity
 	hasRole := map[identity.Role]bool{}
@@ -843,6 +843,8 @@ func (c *Config) EffectiveIdentities() []identity.Identity {
 			// The operator's reader: the whole stream, checkpoints included
 			// (node audit tail/export/verify).
 			add(identity.Identity{Name: DefaultAuditIdentity, Role: identity.Audit, Tenants: []string{identity.AllTenants}})
+			// The operator's policy admin (node policy).
+			add(identity.Identity{Name: DefaultAdminIdentity, Role: identity.Admin})
 		}
 	}
 	return out
@@ -853,6 +855,7 @@ const (
 	DefaultNodeIdentity    = "node"
 	DefaultRuntimeIdentity = "runtime"
 	DefaultAuditIdentity   = "auditor"
+	DefaultAdminIdentity   = "admin"
 )
 
 // Bus is what the bus's identity configuration needs to know of this

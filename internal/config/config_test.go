@@ -151,7 +151,7 @@ providers:
 	for _, id := range c.EffectiveIdentities() {
 		got[id.Name] = string(id.Role) + " " + strings.Join(id.Tenants, ",") + id.Provider
 	}
-	want := map[string]string{"node": "node ", "provider-calendar": "provider calendar", "runtime": "runtime acme,globex", "auditor": "audit *"}
+	want := map[string]string{"node": "node ", "provider-calendar": "provider calendar", "runtime": "runtime acme,globex", "auditor": "audit *", "admin": "admin "}
 	if len(got) != len(want) {
 		t.Fatalf("identities %v, want %v", got, want)
 	}

@@ -46,6 +46,9 @@ const (
 	Runtime  Role = "runtime"
 	Provider Role = "provider"
 	Audit    Role = "audit"
+	// Admin changes policy (node policy): an account of its own whose
+	// only subjects are the policy service's, which no other role has.
+	Admin Role = "admin"
 )
 
 // AllTenants in Identity.Tenants binds an identity to every tenant.
@@ -107,12 +110,16 @@ func (id Identity) Validate() error {
 				return fmt.Errorf("%w: %s: %w", ErrInvalid, id.Name, err)
 			}
 		}
+	case Admin:
+		if len(id.Tenants) > 0 {
+			return fmt.Errorf("%w: admin %s: an admin changes the whole policy; it is bound to no tenants", ErrInvalid, id.Name)
+		}
 	case Provider:
 		if !namePattern.MatchString(id.Provider) {
 			return fmt.Errorf("%w: provider identity %s: provider %q is not a provider id", ErrInvalid, id.Name, id.Provider)
 		}
 	default:
-		return fmt.Errorf("%w: %s: role %q must be node, runtime, provider or audit", ErrInvalid, id.Name, id.Role)
+		return fmt.Errorf("%w: %s: role %q must be node, runtime, provider, audit or admin", ErrInvalid, id.Name, id.Role)
 	}
 	if id.Role != Provider && id.Provider != "" {
 		return fmt.Errorf("%w: %s: provider is only for provider identities", ErrInvalid, id.Name)

@@ -1,6 +1,7 @@
 package identity_test
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -45,7 +46,9 @@ func TestValidate(t *testing.T) {
 		id   identity.Identity
 	}{
 		{"bad name", identity.Identity{Name: "a.b", Role: identity.Node}},
-		{"unknown role", identity.Identity{Name: "x", Role: "admin"}},
+		{"unknown role", identity.Identity{Name: "x", Role: "root"}},
+		{"an admin bound to tenants", identity.Identity{Name: "x", Role: identity.Admin, Tenants: []string{"a"}}},
+		{"principals on an admin", identity.Identity{Name: "x", Role: identity.Admin, Principals: []string{"a/ada"}}},
 		{"runtime without tenants", identity.Identity{Name: "x", Role: identity.Runtime}},
 		{"audit without tenants", identity.Identity{Name: "x", Role: identity.Audit}},
 		{"provider without provider", identity.Identity{Name: "x", Role: identity.Provider}},
@@ -228,5 +231,52 @@ func TestRouteSecret(t *testing.T) {
 	}
 	if _, err := identity.LoadOrCreateRouteSecret(dir); err == nil {
 		t.Fatal("a short route secret was taken")
+	}
+}
+
+// An admin's account publishes only the policy subjects, imported from
+// the nodes' account; no other role's rendering names them.
+func TestAdminAloneHasThePolicySubjects(t *testing.T) {
+	ids := []identity.Identity{
+		{Name: "node", Role: identity.Node}, {Name: "admin", Role: identity.Admin},
+		{Name: "runtime", Role: identity.Runtime, Tenants: []string{"acme"}},
+		{Name: "auditor", Role: identity.Audit, Tenants: []string{identity.AllTenants}},
+		{Name: "p", Role: identity.Provider, Provider: "calendar"},
+	}
+	keys := identity.Keys{}
+	for _, id := range ids {
+		keys[id.Name] = "U" + strings.Repeat("A", 55)
+	}
+	out, err := identity.ServerConfig(identity.Bus{Prefix: "sharedos", Stream: "S"}, ids, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Accounts map[string]json.RawMessage `json:"accounts"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatal(err)
+	}
+	ps := identity.PolicySubjects("sharedos")
+	for name, acc := range doc.Accounts {
+		has := strings.Contains(string(acc), `"`+ps+`"`)
+		switch name {
+		case "admin":
+			if !has || strings.Contains(string(acc), "sharedos.turn.") || strings.Contains(string(acc), "$JS.") {
+				t.Errorf("the admin's account is not the policy subjects alone: %s", acc)
+			}
+		case "SHAREDOS":
+			// The export, to the admin's account only.
+			if !strings.Contains(string(acc), `"service": "`+ps+`"`) {
+				t.Errorf("the nodes' account does not export %s", ps)
+			}
+		default:
+			if has {
+				t.Errorf("account %s names the policy subjects: %s", name, acc)
+			}
+		}
+	}
+	if err := (identity.Identity{Name: "admin", Role: identity.Admin}).Validate(); err != nil {
+		t.Errorf("an admin: %v", err)
 	}
 }

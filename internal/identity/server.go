@@ -106,6 +106,23 @@ func ServerConfig(bus Bus, ids []Identity, keys Keys) (string, error) {
 				Subscribe:      &subjectPerm{Allow: []string{bus.Prefix + ".provider." + id.Provider + ".>"}},
 				AllowResponses: &respPerm{Max: 1, Expires: bus.ResponseTTL.String()},
 			}})
+		case Admin:
+			// The policy service's subjects, imported from the node
+			// account: every request arrives with the Nats-Request-Info
+			// the server writes, naming this account, and no other role
+			// has them (runtimes publish only turn subjects, readers only
+			// their JetStream API subjects, providers nothing).
+			if _, taken := accounts[id.Name]; taken {
+				return "", fmt.Errorf("identity: account name %s is taken", id.Name)
+			}
+			ps := PolicySubjects(bus.Prefix)
+			a := &account{Users: []user{{Nkey: key, Permissions: &perms{
+				Publish:   &subjectPerm{Allow: []string{ps}},
+				Subscribe: &subjectPerm{Allow: []string{"_INBOX.>", InboxPrefix(id.Name) + ".>"}},
+			}}}}
+			a.Imports = append(a.Imports, serviceImport{Service: from{bus.Account, ps}})
+			exports.service(ps, id.Name, false)
+			accounts[id.Name] = a
 		case Runtime, Audit:
 			if _, taken := accounts[id.Name]; taken {
 				return "", fmt.Errorf("identity: account name %s is taken", id.Name)
@@ -161,6 +178,10 @@ func ServerConfig(bus Bus, ids []Identity, keys Keys) (string, error) {
 	}
 	return b.String(), nil
 }
+
+// PolicySubjects are the policy service's subjects: "<prefix>.policy.>"
+// (one subject per admin operation, "<prefix>.policy.<op>").
+func PolicySubjects(prefix string) string { return prefix + ".policy.>" }
 
 type subjectPerm struct {
 	Allow []string `json:"allow"`

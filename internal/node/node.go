@@ -97,9 +97,10 @@ type Node struct {
 	// policy is the policy store, view the node's live copy of it, live
 	// the grants and bindings the kernel judges against
 	// (internal/node/policy.go).
-	policy *policy.Store
-	view   *policy.View
-	live   *authority.Live
+	policy    *policy.Store
+	view      *policy.View
+	live      *authority.Live
+	policySvc *policy.Service
 
 	ready    atomic.Bool
 	stopOnce sync.Once
@@ -269,6 +270,9 @@ func Start(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err 
 	}
 	n.front, err = natsfront.Serve(n.nc, n.kernel, fopts)
 	if err != nil {
+		return nil, err
+	}
+	if err := n.servePolicy(); err != nil {
 		return nil, err
 	}
 	if err := n.serveHTTP(); err != nil {
@@ -581,6 +585,9 @@ func (n *Node) Shutdown(ctx context.Context) error {
 		var errs []error
 		if n.front != nil {
 			errs = append(errs, n.front.Stop(ctx))
+		}
+		if n.policySvc != nil {
+			n.policySvc.Stop()
 		}
 		if f := n.mcpFront.Load(); f != nil {
 			errs = append(errs, f.Close())

@@ -233,3 +233,22 @@ func sameIdentity(a, b identity.Identity) bool {
 	return a.Name == b.Name && a.Role == b.Role && a.Provider == b.Provider && slices.Equal(a.Tenants, b.Tenants) &&
 		slices.Equal(a.Principals, b.Principals) && slices.Equal(a.Credentials, b.Credentials) && slices.Equal(a.SharesTurnsWith, b.SharesTurnsWith)
 }
+
+// servePolicy serves the admin service (node policy) on the node's
+// connection, answering only admin identities: the bus gives no other
+// role the policy subjects, and a request that did not come through an
+// admin's account is refused policy_forbidden.
+func (n *Node) servePolicy() error {
+	svc, err := policy.Serve(n.nc, n.policy, policy.ServiceOptions{
+		Prefix: n.cfg.NATS.Prefix, Logger: n.log, MaxRequestBytes: n.cfg.NATS.MaxMessageBytes,
+		Admin: func(account string) bool {
+			id, ok := n.ids.Lookup(account)
+			return ok && id.Role == identity.Admin
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("node: policy service: %w", err)
+	}
+	n.policySvc = svc
+	return nil
+}

@@ -500,3 +500,40 @@ func (s *Store) Seed(ctx context.Context, d Document, by string) (bool, error) {
 func sortEntries(es []Entry) {
 	slices.SortFunc(es, func(a, b Entry) int { return strings.Compare(a.Key.String(), b.Key.String()) })
 }
+
+// lastRevision is the bucket's last revision: its stream's last sequence,
+// removals included.
+func (s *Store) lastRevision(ctx context.Context) (uint64, error) {
+	st, err := s.js.Stream(ctx, s.Stream())
+	if err != nil {
+		return 0, fmt.Errorf("policy: bucket %s: %w", s.opts.Bucket, err)
+	}
+	return st.CachedInfo().State.LastSeq, nil
+}
+
+// diffAt is Diff, and the bucket revision read before it: an import
+// naming it as its Since writes only if nothing changed after it.
+func (s *Store) diffAt(ctx context.Context, d Document) ([]Diff, uint64, error) {
+	at, err := s.lastRevision(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	changes, err := s.Diff(ctx, d)
+	return changes, at, err
+}
+
+// ImportSince is Import, refused with a conflict when the bucket changed
+// after revision since (0: no such condition) — so an import reviewed
+// with a diff is exactly the change that was reviewed.
+func (s *Store) ImportSince(ctx context.Context, d Document, since uint64, by string) ([]Diff, error) {
+	if since > 0 {
+		last, err := s.lastRevision(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if last > since {
+			return nil, fmt.Errorf("%w: the bucket is at revision %d, changed since the diff at %d: diff again", ErrConflict, last, since)
+		}
+	}
+	return s.Import(ctx, d, by)
+}
