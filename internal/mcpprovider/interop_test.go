@@ -78,5 +78,42 @@ func TestInteropEverything(t *testing.T) {
 		}
 	}
 	t.Logf("echo: %d calls, %v each (mean, through the provider over stdio)", n, (time.Since(start) / n).Round(time.Microsecond))
+	// Content blocks come through typed: the tiny image as an image block
+	// with its bytes, resource links as links.
+	for _, c := range []struct{ tool, args, typ string }{
+		{"get-tiny-image", `{}`, "image"},
+		{"get-resource-links", `{"count":2}`, "resource_link"},
+	} {
+		var def *catalog.Definition
+		for i, d := range cat.Definitions {
+			if d.Name == c.tool {
+				def = &cat.Definitions[i]
+			}
+		}
+		if def == nil {
+			t.Logf("%s is not served by this version: not checked", c.tool)
+			continue
+		}
+		ct, err := catalog.Normalize("everything", *def, catalog.Limits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := p.Invoke(ctx, providers.Call{Access: a, Tool: ct.Identity, Revision: ct.Revision, Token: def.Token, Arguments: json.RawMessage(c.args)})
+		if err != nil {
+			t.Fatalf("%s: %v", c.tool, err)
+		}
+		var types []string
+		found := false
+		for _, b := range r.Content {
+			types = append(types, b.Type)
+			if b.Type == c.typ && (c.typ != "image" || len(b.Data) > 0 && b.MIMEType != "") && (c.typ != "resource_link" || b.URI != "") {
+				found = true
+			}
+		}
+		if !found {
+			t.Fatalf("%s: content %v, want a %s block", c.tool, types, c.typ)
+		}
+		t.Logf("%s: content blocks %v", c.tool, types)
+	}
 	t.Logf("discoveries: %d", p.Discoveries())
 }
