@@ -192,7 +192,7 @@ mcp-clients:
 ## front does not serve (docs/mcp.md).
 MCP_CONFORMANCE ?= 0.2.0-alpha.12
 MCPC_DIR ?= .cache/mcp-conformance
-MCPC_SCENARIOS ?= server-initialize,tools-list,tools-call-simple-text,tools-call-error,http-header-validation,dns-rebinding-protection
+MCPC_SCENARIOS ?= server-initialize,tools-list,tools-call-simple-text,tools-call-error,tools-call-image,tools-call-audio,tools-call-embedded-resource,tools-call-mixed-content,http-header-validation,dns-rebinding-protection
 MCPC_KNOWN ?= caching,server-stateless
 .PHONY: mcp-conformance
 mcp-conformance:

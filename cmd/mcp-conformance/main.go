@@ -32,6 +32,7 @@ import (
 	"github.com/sharedos/sharedos/catalog"
 	"github.com/sharedos/sharedos/internal/mcpfront"
 	"github.com/sharedos/sharedos/internal/providers"
+	"github.com/sharedos/sharedos/messages"
 )
 
 func main() {
@@ -64,7 +65,35 @@ func sampleTools() *providers.Memory {
 		providers.MemoryTool{Definition: catalog.Definition{Namespace: "notes", Name: "echo", Description: "Echoes its message.",
 			InputSchema: obj(`"message":{"type":"string"}`), Capability: "test.read", Requirement: "test/sample"},
 			Handler: providers.EchoHandler},
+		contentTool("image_content", "Returns an image.", image),
+		contentTool("audio_content", "Returns audio.", audio),
+		contentTool("embedded_resource", "Returns an embedded resource.", resource),
+		contentTool("multiple_content_types", "Returns text, an image and a resource.",
+			messages.Content{Type: messages.ContentText, Text: "Multiple content types test:"}, image, resource),
 	)
+}
+
+// The content blocks the suite's tools-call-image/audio/embedded-resource
+// and mixed-content scenarios ask for: a 1x1 red PNG, a short WAV, a text
+// resource.
+var (
+	redPixel = []byte{0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x48, 0x44, 0x52, 0x00, 0x00, 0x00, 0x01,
+		0x00, 0x00, 0x00, 0x01, 0x08, 0x02, 0x00, 0x00, 0x00, 0x90, 0x77, 0x53, 0xde, 0x00, 0x00, 0x00, 0x0c, 0x49, 0x44, 0x41, 0x54, 0x08,
+		0xd7, 0x63, 0xf8, 0xcf, 0xc0, 0x00, 0x00, 0x03, 0x01, 0x01, 0x00, 0x18, 0xdd, 0x8d, 0xb0, 0x00, 0x00, 0x00, 0x00, 0x49, 0x45, 0x4e,
+		0x44, 0xae, 0x42, 0x60, 0x82}
+	wav      = []byte("RIFF$\x00\x00\x00WAVEfmt \x10\x00\x00\x00\x01\x00\x01\x00\x40\x1f\x00\x00\x80\x3e\x00\x00\x02\x00\x10\x00data\x00\x00\x00\x00")
+	image    = messages.Content{Type: messages.ContentImage, Data: redPixel, MIMEType: "image/png"}
+	audio    = messages.Content{Type: messages.ContentAudio, Data: wav, MIMEType: "audio/wav"}
+	resource = messages.Content{Type: messages.ContentResource, Resource: &messages.Resource{URI: "test://embedded-resource", MIMEType: "text/plain", Text: "This is an embedded resource content."}}
+)
+
+// contentTool is a sample tool of no arguments returning blocks.
+func contentTool(name, description string, blocks ...messages.Content) providers.MemoryTool {
+	return providers.MemoryTool{Definition: catalog.Definition{Namespace: "test", Name: name, Description: description,
+		InputSchema: json.RawMessage(`{"type":"object","properties":{}}`), Capability: "test.read", Requirement: "test/sample"},
+		Handler: func(context.Context, providers.Call) (providers.Result, error) {
+			return providers.Result{Content: blocks}, nil
+		}}
 }
 
 func splitList(s string) []string {
