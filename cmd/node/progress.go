@@ -39,7 +39,6 @@ type progress struct {
 	quit  chan struct{}
 	done  chan struct{}
 	once  sync.Once
-	mu    sync.Mutex // serializes report
 }
 
 // startProgress starts the progress line of what on w, rewritten on each
@@ -74,13 +73,8 @@ func startProgress(w io.Writer, what string, tick <-chan time.Time) *progress {
 
 func (p *progress) add(n int) { p.n.Add(int64(n)) }
 
-// report rewrites the progress line (on a terminal only).
+// report rewrites the progress line; only the line's goroutine calls it.
 func (p *progress) report() {
-	if !p.on {
-		return
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
 	el := time.Since(p.start)
 	n := p.n.Load()
 	fmt.Fprintf(p.w, "\r\x1b[Knode: %s: %d records, %d/s, %s", p.what, n, int64(float64(n)/max(el.Seconds(), 1e-9)), el.Truncate(100*time.Millisecond))
