@@ -23,8 +23,8 @@ type GrantSpec struct {
 	ID         string    `yaml:"id" json:"id"`
 	Capability string    `yaml:"capability" json:"capability"`
 	Resource   string    `yaml:"resource" json:"resource"`
-	NotBefore  time.Time `yaml:"not_before" json:"not_before,omitzero"`
-	ExpiresAt  time.Time `yaml:"expires_at" json:"expires_at,omitzero"`
+	NotBefore  time.Time `yaml:"not_before,omitempty" json:"not_before,omitzero"`
+	ExpiresAt  time.Time `yaml:"expires_at,omitempty" json:"expires_at,omitzero"`
 }
 
 // Compile parses the spec's patterns and checks its window.

@@ -8,6 +8,7 @@
 //	node audit export [--out FILE]
 //	node audit verify [--file FILE] [--trust KEYS] [--anchor CHECKPOINT] [--open-ok=false] [--unattested-ok=false]
 //	node audit keys [--local] [--key FILE]
+//	node policy get|put|delete|list|export|diff|import  (as an admin identity)
 //	node status | identities
 //
 // "node -h" lists every command with its own flags; "node COMMAND -h"
@@ -42,7 +43,7 @@ import (
 
 const usage = `usage: node COMMAND [SUBCOMMAND] [flags] [arguments]
 
-  node serve [--config cluster.yaml] [--node ID] [--log-level info]
+  node serve [--config cluster.yaml] [--node ID] [--log-level info] [--policy-source store]
   node turn open --tenant T --principal P [--credential C] [--ns a,b] [--attr k=v,k=v] [--attach NODE/TURN]
   node turn list | namespaces | call ALIAS [JSON] | invoke ALIAS [JSON] | ns-set a,b | close   [--turn NODE/TURN]
   node turn token [--ttl 10m] [--out FILE]   [--turn NODE/TURN]
@@ -52,16 +53,18 @@ const usage = `usage: node COMMAND [SUBCOMMAND] [flags] [arguments]
   node audit export [--out FILE] [--tenant T] [--turn ID] [--type TYPE,...]
   node audit verify [--file FILE] [--trust KEYS] [--anchor CHECKPOINT,...] [--open-ok=false] [--unattested-ok=false] [--tenant T] [--turn ID]
   node audit keys [--local] [--key FILE]
+  node policy get KEY [--json] | put FILE | put KEY FILE --revision N | delete KEY --revision N | list
+  node policy export [--out FILE] [--json] | diff FILE | import FILE [--since REV]
   node status [--http ADDR]
   node identities [--creds-dir DIR]
 
-Every turn and audit command also takes --config FILE (default cluster.yaml),
+Every turn, audit and policy command also takes --config FILE (default cluster.yaml),
 --nats URL, --prefix P, --creds FILE, --as NAME and --inbox-prefix P (audit:
---stream S; turn: --timeout D); status and identities take --config, status
---timeout.
+--stream S; turn and policy: --timeout D); status and identities take
+--config, status --timeout. policy get and export print YAML (--json: JSON).
 Data is printed to stdout as JSON (JSON lines for audit tail and export);
 errors and notes go to stderr. Exit codes: 0 done, 1 failed, 2 usage error,
-3 refused by the kernel, 4 audit verification failed.
+3 refused (by the kernel or the policy service), 4 audit verification failed.
 NATS is found from --nats, else $NATS_URL, else --config (default cluster.yaml).
 Run "node COMMAND -h" (e.g. "node turn call -h") for a command's flags.`
 
@@ -79,6 +82,7 @@ var commands = []command{
 	{"turn", turnCmd, turnSubcommands},
 	{"mcp", mcpCmd, nil},
 	{"audit", auditCmd, auditSubcommands},
+	{"policy", policyCmd, policySubcommands},
 	{"status", statusCmd, nil},
 	{"identities", identitiesCmd, nil},
 }

@@ -13,11 +13,12 @@ import (
 )
 
 func serve(args []string) error {
-	fs := newFlags("serve", "[--config cluster.yaml] [--node ID] [--log-level info]",
+	fs := newFlags("serve", "[--config cluster.yaml] [--node ID] [--log-level info] [--policy-source store]",
 		"Runs a node: NATS (embedded unless nats.urls is set), the audit stream, the kernel,\nmetrics and health. Logs are JSON on stderr; SIGINT/SIGTERM drain and stop it.")
 	cfgPath := fs.String("config", "cluster.yaml", "configuration file (must exist)")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
 	nodeID := fs.String("node", "", "which of cluster.nodes to run (required when the config describes a cluster)")
+	source := fs.String("policy-source", "", "file or store: overrides policy.source for this run (store: start on a policy store that differs from the file, to review it with node policy diff)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -35,6 +36,12 @@ func serve(args []string) error {
 	}
 	if cfg, err = cfg.ForNode(*nodeID); err != nil {
 		return usageError{err}
+	}
+	if *source != "" {
+		if *source != config.PolicyFromFile && *source != config.PolicyFromStore {
+			return usageError{fmt.Errorf("--policy-source %q must be file or store", *source)}
+		}
+		cfg.Policy.Source = *source
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()

@@ -120,8 +120,8 @@ func (n *Node) checkFileAgrees(ctx context.Context, fileDoc policy.Document) err
 				keys = append(keys, string(d.Op)+" "+d.Key.String())
 			}
 			return fmt.Errorf("node: the policy store (bucket %s) differs from this file's policy sections in %d keys (importing the file would: %s): "+
-				"see how with `node policy diff FILE`; make the store the file's with `node policy import FILE`, or the file the store's with `node policy export`, "+
-				"or set policy.source: store to let the store rule",
+				"start a node with `node serve --policy-source store` and see how with `node policy diff FILE`; then make the store the file's with `node policy import FILE`, "+
+				"or the file the store's with `node policy export`; or set policy.source: store to let the store rule",
 				n.cfg.Policy.Bucket, len(diff), strings.Join(keys, ", "))
 		}
 		select {

@@ -304,3 +304,24 @@ func Compare(from map[Key][]byte, revs map[Key]uint64, to map[Key][]byte) []Diff
 	slices.SortFunc(out, func(a, b Diff) int { return strings.Compare(a.Key.String(), b.Key.String()) })
 	return out
 }
+
+// ItemOf is the item a canonical value of key k holds, as its
+// configuration type (config.Principal, CredentialProfile, Provider or
+// Identity): what to print for an operator, in cluster.yaml's field order.
+func ItemOf(k Key, canonical []byte) (any, error) {
+	d, err := DocumentOf(map[Key][]byte{k: canonical})
+	if err != nil {
+		return nil, err
+	}
+	switch k.Kind {
+	case Grants:
+		return d.Principals[0], nil
+	case Credentials:
+		return d.CredentialProfiles[0], nil
+	case Providers:
+		return d.Providers[0], nil
+	case Identities:
+		return d.Identities[0], nil
+	}
+	return nil, fmt.Errorf("%w: kind %q", ErrInvalidKey, k.Kind)
+}
