@@ -136,13 +136,13 @@ func TestTypeScriptClientOverHTTP(t *testing.T) {
 }
 
 // The official TypeScript client over stdio through the bridge (this test
-// binary as `node mcp`), at 2026-07-28 and 2025-11-25.
+// binary as `node mcp`), at every revision the front offers.
 func TestTypeScriptClientOverStdio(t *testing.T) {
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, v := range []string{"2026-07-28", "2025-11-25"} {
+	for _, v := range mcpfront.Versions() {
 		t.Run(v, func(t *testing.T) {
 			tsClientDir(t)
 			e := newEnv(t, nil, nil)
