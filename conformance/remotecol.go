@@ -105,7 +105,7 @@ func (p MemoryProvider) Tools(ctx context.Context, access provider.Access) ([]pr
 				Access: call.Access, CallID: call.CallID, Tool: catalog.Identity{Provider: p.M.ID(), Name: call.Tool},
 				Revision: rev, Arguments: call.Arguments, Resource: call.Resource,
 			})
-			return provider.Result{Text: res.Text, Structured: res.Structured, IsError: res.IsError}, err
+			return provider.Result{Text: res.Text, Structured: res.Structured, IsError: res.IsError, Content: res.Content}, err
 		}})
 	}
 	return tools, nil

@@ -24,7 +24,7 @@ func (p *Provider) SDK() provider.Provider {
 		for i, t := range snap.tools {
 			out[i] = provider.Tool{Definition: t.Definition, Handler: func(ctx context.Context, call provider.Call) (provider.Result, error) {
 				r, err := p.call(ctx, call.Access, t, call.Arguments)
-				return provider.Result{Text: r.Text, Structured: r.Structured, IsError: r.IsError}, err
+				return provider.Result{Text: r.Text, Structured: r.Structured, IsError: r.IsError, Content: r.Content}, err
 			}}
 		}
 		return out, nil

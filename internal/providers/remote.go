@@ -270,6 +270,9 @@ func (r *Remote) Invoke(ctx context.Context, call Call) (Result, error) {
 	if rep.Error != nil {
 		return Result{}, providerError(r.id, rep.Error)
 	}
+	if err := CheckContent(rep.Content); err != nil {
+		return Result{}, reason.New(reason.ProviderError, "provider %s: malformed content: %v", r.id, err)
+	}
 	return Result{Text: rep.Text, Structured: rep.Structured, IsError: rep.IsError, Content: rep.Content}, nil
 }
 
