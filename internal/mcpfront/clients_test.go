@@ -129,6 +129,9 @@ func TestOfficialClientOverStdio(t *testing.T) {
 			if code := refusalCode(t, res); code != "no_matching_grant" {
 				t.Fatalf("refusal %s", code)
 			}
+			if _, err := s.CallTool(ctx, &mcp.CallToolParams{Name: "never_shown", Arguments: map[string]any{}}); err == nil || !strings.Contains(err.Error(), "never_shown") {
+				t.Fatalf("unknown tool over stdio: %v", err)
+			}
 			if err := e.k.Close(ctx, who, who.LeaseID); err != nil {
 				t.Fatal(err)
 			}
