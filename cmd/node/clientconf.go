@@ -59,8 +59,8 @@ type conn struct {
 	// whose seed the node generated is used when creds is not given.
 	creds, as string
 	// inbox overrides the identity's inbox prefix (_INBOX_<name>).
-	inbox string
-	credsDir  string // from the config: where the generated seeds are
+	inbox    string
+	credsDir string // from the config: where the generated seeds are
 }
 
 func (c *conn) flags(f *flag.FlagSet, withStream bool) {

@@ -46,6 +46,8 @@ const usage = `usage: node COMMAND [SUBCOMMAND] [flags] [arguments]
   node serve [--config cluster.yaml] [--node ID] [--log-level info] [--policy-source store]
   node turn open --tenant T --principal P [--credential C] [--ns a,b] [--attr k=v,k=v] [--attach NODE/TURN]
   node turn list | namespaces | call ALIAS [JSON] | invoke ALIAS [JSON] | ns-set a,b | close   [--turn NODE/TURN]
+  node turn list | call ALIAS [JSON] | invoke ALIAS [JSON]   --for PROFILE [--budget N] [--encoding E]
+  node turn search QUERY --for PROFILE [--k N] [--budget N] [--encoding E] [--turn NODE/TURN]
   node turn token [--ttl 10m] [--out FILE]   [--turn NODE/TURN]
   node turn saved
   node mcp [--token-file FILE] [--url URL]

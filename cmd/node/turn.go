@@ -20,9 +20,15 @@ const turnUsage = `usage: node turn SUBCOMMAND [flags] [arguments]
   open --tenant T --principal P [--credential C] [--ns a,b] [--attr k=v,k=v] [--attach NODE/TURN]
                       open a turn (or join an open one) and save it
                       (.sharedos/turns.json) as the default
-  list                the tools the turn lists now, with its catalog_hash
+  list [--for PROFILE [--budget N] [--encoding E]]
+                      the tools the turn lists now, with its catalog_hash; with
+                      --for, as a model API takes them (docs/model-facing.md)
+  search QUERY --for PROFILE [--k N] [--budget N] [--encoding E]
+                      the turn's visible tools that rank best for QUERY
   namespaces          the turn's namespaces: enabled or not, and how many tools each holds
-  call ALIAS [JSON]   call a tool (alias: invoke); JSON arguments default to {}
+  call ALIAS [JSON] [--for PROFILE]
+                      call a tool (alias: invoke); JSON arguments default to {};
+                      with --for, ALIAS is a name a listing for PROFILE showed
   ns-set a,b          replace the enabled namespaces
   close               release the turn's lease and forget it
   token [--ttl 10m] [--out FILE]
@@ -61,7 +67,7 @@ var (
 )
 
 // turnSubcommands are node turn's subcommands ("invoke" is "call").
-var turnSubcommands = []string{"open", "list", "namespaces", "call", "invoke", "ns-set", "close", "token", "saved"}
+var turnSubcommands = []string{"open", "list", "search", "namespaces", "call", "invoke", "ns-set", "close", "token", "saved"}
 
 func turnCmd(args []string) error {
 	sub, args, err := group("turn", turnUsage, args, turnSubcommands...)
@@ -73,9 +79,10 @@ func turnCmd(args []string) error {
 	}
 	synopsis := map[string]string{
 		"open":       "--tenant T --principal P [--credential C] [--ns a,b] [--attr k=v,k=v] [--attach NODE/TURN] [flags]",
-		"list":       "[--turn NODE/TURN] [flags]",
+		"list":       "[--for PROFILE [--budget N] [--encoding E]] [--turn NODE/TURN] [flags]",
+		"search":     "QUERY --for PROFILE [--k N] [--budget N] [--encoding E] [--turn NODE/TURN] [flags]",
 		"namespaces": "[--turn NODE/TURN] [flags]",
-		"call":       "ALIAS [JSON] [--turn NODE/TURN] [flags]",
+		"call":       "ALIAS [JSON] [--for PROFILE] [--turn NODE/TURN] [flags]",
 		"ns-set":     "a,b,... [--turn NODE/TURN] [flags]",
 		"close":      "[--turn NODE/TURN] [flags]",
 		"saved":      "[flags]",
@@ -83,9 +90,10 @@ func turnCmd(args []string) error {
 	}[sub]
 	about := map[string]string{
 		"open":       "Opens a turn and saves its handle and lease in " + statePath + "; it becomes the\nturn the other commands act on. Turns opened before stay saved (node turn saved).\nWith --attach, joins a turn already open (opened by another process, under the\nsame tenant, principal, credential and attributes) with a lease of its own.",
-		"list":       "Prints the tools the turn lists now and its catalog_hash.",
+		"list":       "Prints the tools the turn lists now and its catalog_hash. With --for, the listing\nas a model API takes it (openai, openai-strict, anthropic, anthropic-strict, gemini,\ngemini-jsonschema, mcp): the exact bytes to send, the names to call, the\nprojection_hash, the tokens, and every tool left out and why (also on stderr).",
+		"search":     "Prints the turn's visible tools that rank best for QUERY, as a model API takes them\n(--for PROFILE): a search that never leaves the turn's held catalogue.",
 		"namespaces": "Prints the turn's namespaces: enabled or not, and how many held tools each has.",
-		"call":       "Calls the tool the turn lists as ALIAS with JSON arguments (default {}).\nExit 3 when the kernel refuses the call.",
+		"call":       "Calls the tool the turn lists as ALIAS with JSON arguments (default {}); with\n--for PROFILE, ALIAS is a name a listing for that profile showed.\nExit 3 when the kernel refuses the call.",
 		"ns-set":     "Replaces the turn's enabled namespaces.",
 		"close":      "Releases the turn's lease (the turn closes when its last lease goes) and forgets it.",
 		"saved":      "Prints the turns saved in " + statePath + "; the last one is the default.",
@@ -111,17 +119,33 @@ func turnCmd(args []string) error {
 		fs.StringVar(&attrs, "attr", "", "attributes k=v,k=v")
 		fs.StringVar(&attach, "attach", "", "join this open turn (NODE/TURN) instead of opening a new one")
 	}
+	var forProfile, encoding string
+	var budget, k int
+	switch sub {
+	case "list", "search", "call":
+		fs.StringVar(&forProfile, "for", "", "model profile: openai, openai-strict, anthropic, anthropic-strict, gemini, gemini-jsonschema, mcp")
+	}
+	switch sub {
+	case "list", "search":
+		fs.IntVar(&budget, "budget", 0, "with --for: at most this many tokens (tools past it are left out, never cut)")
+		fs.StringVar(&encoding, "encoding", "", "with --for: the OpenAI encoding tokens are counted in (o200k_base, cl100k_base)")
+	}
+	if sub == "search" {
+		fs.IntVar(&k, "k", 0, "at most this many tools (0: every tool that matches)")
+	}
 	ttl, tokenOut := turnTokenFlags(fs, sub)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	want := map[string][2]int{"call": {1, 2}, "ns-set": {1, 1}}[sub]
+	want := map[string][2]int{"call": {1, 2}, "ns-set": {1, 1}, "search": {1, 1}}[sub]
 	if n := fs.NArg(); n < want[0] || n > want[1] {
 		switch sub {
 		case "call":
 			return usageError{errors.New("turn call needs ALIAS and optional JSON arguments (node turn call -h for usage)")}
 		case "ns-set":
 			return usageError{errors.New("turn ns-set needs one argument: a,b,c (node turn ns-set -h for usage)")}
+		case "search":
+			return usageError{errors.New("turn search needs one argument, the query (node turn search -h for usage)")}
 		default:
 			return usageError{fmt.Errorf("turn %s takes no arguments, got %q (node turn %s -h for usage)", sub, fs.Args(), sub)}
 		}
@@ -236,8 +260,22 @@ func turnCmd(args []string) error {
 		}
 		return refusal(err, h)
 	}
+	if (sub == "search" || budget != 0 || encoding != "") && forProfile == "" {
+		return usageError{fmt.Errorf("turn %s: --budget, --encoding and search need --for PROFILE", sub)}
+	}
 	switch sub {
+	case "search":
+		if _, err := printModelListing(ctx, t, h, client.ModelQuery{Profile: forProfile, Budget: budget, Encoding: encoding, Query: fs.Arg(0), K: k}); err != nil {
+			return gone(err)
+		}
+		return nil
 	case "list":
+		if forProfile != "" {
+			if _, err := printModelListing(ctx, t, h, client.ModelQuery{Profile: forProfile, Budget: budget, Encoding: encoding}); err != nil {
+				return gone(err)
+			}
+			return nil
+		}
 		rep, err := t.ListTools(ctx)
 		if err != nil {
 			return gone(err)
@@ -249,28 +287,28 @@ func turnCmd(args []string) error {
 			Description string          `json:"description"`
 			InputSchema json.RawMessage `json:"input_schema"`
 		}
-		out := struct {
 		type degraded struct {
 			Provider string `json:"provider"`
 			Status   string `json:"status"`
 			Code     string `json:"code,omitempty"`
 			Message  string `json:"message,omitempty"`
 		}
+		out := struct {
 			Turn        string `json:"turn"`
 			CatalogHash string `json:"catalog_hash"`
 			Tools       []tool `json:"tools"`
-		}{Turn: h, CatalogHash: rep.CatalogHash, Tools: []tool{}}
 			// Degraded: the providers this turn's resolution did not get
 			// whole (failed, or partial with the tools they refused and why).
 			Degraded []degraded `json:"degraded,omitempty"`
+		}{Turn: h, CatalogHash: rep.CatalogHash, Tools: []tool{}}
 		for _, tl := range rep.Tools {
 			out.Tools = append(out.Tools, tool{tl.Alias, tl.Provider + "/" + tl.Name, tl.Revision[:min(12, len(tl.Revision))], tl.Description, tl.InputSchema})
 		}
-		return printJSON(out)
 		for _, d := range rep.Degraded {
 			out.Degraded = append(out.Degraded, degraded{d.Provider, d.Status, d.Code, d.Message})
 			fmt.Fprintf(stderr, "degraded: provider %s %s %s: %s\n", d.Provider, d.Status, d.Code, d.Message)
 		}
+		return printJSON(out)
 	case "namespaces":
 		nss, err := t.ListNamespaces(ctx)
 		if err != nil {
@@ -300,7 +338,12 @@ func turnCmd(args []string) error {
 		}
 		return printJSON(map[string]any{"turn": h, "enabled": enabled})
 	case "call":
-		rep, err := t.Invoke(ctx, fs.Arg(0), body)
+		var rep *messages.InvokeReply
+		if forProfile != "" {
+			rep, err = t.InvokeAs(ctx, forProfile, fs.Arg(0), body)
+		} else {
+			rep, err = t.Invoke(ctx, fs.Arg(0), body)
+		}
 		if err != nil {
 			return gone(err)
 		}
