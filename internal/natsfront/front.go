@@ -92,6 +92,9 @@ type Front struct {
 	// stats are each endpoint's real figures, by endpoint name; the map
 	// is read-only once Serve has built it.
 	stats map[string]*endpointStats
+	// ids are the identities callers are judged against: Options.Identities,
+	// replaced by SetIdentities.
+	ids atomic.Pointer[identity.Set]
 	// noReply counts requests that came without a reply subject (dropped
 	// unhandled: nobody could hear the answer, and a call nobody hears
 	// must not run).
@@ -135,6 +138,7 @@ func Serve(nc *nats.Conn, k *actors.Kernel, opts Options) (*Front, error) {
 	f := &Front{k: k, nc: nc, opts: opts, sem: make(chan struct{}, opts.MaxConcurrent), pool: workpool.New(64),
 		maxPayload: int(nc.MaxPayload()), opens: limiters(opts.OpenRates), calls: limiters(opts.CallRates),
 		refusals: ratelimit.New(opts.RefusalRate)}
+	f.ids.Store(opts.Identities)
 	node, p := k.Node(), opts.Prefix
 	f.eps = []endpoint{
 		{"open", messages.OpenSubject(p), messages.QueueGroup, messages.OpOpen, f.open, "OpenRequest", "OpenReply"},

@@ -38,7 +38,7 @@ type caller struct {
 // front does not authenticate (in-process embedders and tests): the
 // caller is nobody in particular and the access fields are taken as sent.
 func (f *Front) callerOf(r micro.Request) caller {
-	ids := f.opts.Identities
+	ids := f.ids.Load()
 	if ids == nil {
 		return caller{}
 	}
@@ -66,6 +66,16 @@ func (f *Front) callerOf(r micro.Request) caller {
 		return caller{refusal: reason.New(reason.TenantForbidden, "bus identity %q is not a runtime of this node", ci.Account)}
 	}
 	return caller{id: id}
+}
+
+// SetIdentities makes the front judge callers against ids from the next
+// request on (the policy's identities changed). A front serving without
+// identities (Options.Identities nil) keeps doing so: ids nil is ignored.
+// Safe for concurrent use with the requests it serves.
+func (f *Front) SetIdentities(ids *identity.Set) {
+	if ids != nil && f.ids.Load() != nil {
+		f.ids.Store(ids)
+	}
 }
 
 // nodeCaller is a request from inside the nodes' account.

@@ -391,8 +391,15 @@ func (s *Server) Reload(config string) error {
 	if c := s.ns.ClusterAddr(); c != nil {
 		sopts.Cluster.Port = c.Port
 	}
-	if err := s.ns.ReloadOptions(sopts); err != nil {
-		return fmt.Errorf("natsserver: reload: %w", err)
+	// nats-server checks a new account's imports against the exports as
+	// they were before the reload, so an account added together with the
+	// export naming it gets no import; applied a second time, the exports
+	// already name it and its imports are wired. For text without a new
+	// account the second application changes nothing.
+	for range 2 {
+		if err := s.ns.ReloadOptions(sopts); err != nil {
+			return fmt.Errorf("natsserver: reload: %w", err)
+		}
 	}
 	s.opts.Config = config
 	return nil

@@ -81,9 +81,10 @@ type Node struct {
 	mcpFront atomic.Pointer[mcpfront.Front]
 	mcpWatch *mcpfront.Watch
 
-	// ids are who may be on the bus; credsDir holds the embedded server's
-	// generated seeds (docs/security.md).
-	ids      *identity.Set
+	// ids are who may be on the bus (the policy's; replaced when they
+	// change); credsDir holds the embedded server's generated seeds
+	// (docs/security.md).
+	ids      atomic.Pointer[identity.Set]
 	credsDir string
 	// conns are connections the node opened for identities it hosts
 	// (hosted providers), closed at shutdown.
@@ -101,6 +102,15 @@ type Node struct {
 	view      *policy.View
 	live      *authority.Live
 	policySvc *policy.Service
+	// fileCfg is the configuration as the file gave it (whose policy
+	// sections a change replaces with the store's: Document.Apply); accounts
+	// the bus configuration the embedded server serves; identityMu
+	// serializes applying identities; started is set once Start is done
+	// (changes before it are applied by Start itself).
+	fileCfg    *config.Config
+	accounts   string
+	identityMu sync.Mutex
+	started    atomic.Bool
 
 	ready    atomic.Bool
 	stopOnce sync.Once
@@ -175,6 +185,7 @@ func Start(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err 
 	if cfg, err = n.startPolicy(ctx); err != nil {
 		return nil, err
 	}
+	n.cfg = cfg
 	if err := n.usePolicyIdentities(cfg); err != nil {
 		return nil, err
 	}
@@ -238,7 +249,7 @@ func Start(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err 
 	n.registerMCPMetrics()
 	n.kernel, err = actors.New(actors.Options{
 		Node: cfg.Node.ID, Providers: ps, Required: cfg.Required(), Authority: n.live, Credentials: n.live,
-		SharesTurns: n.ids.SharesTurns,
+		SharesTurns: func(opener, caller string) bool { return n.identities().SharesTurns(opener, caller) },
 		Sink:        n.watchTurns(observingSink{next: n.checkpoints, m: n.metrics}),
 		StepCeiling: cfg.Kernel.StepCeiling, MaxInFlightPerTurn: cfg.Kernel.MaxInFlightPerTurn, MaxTurns: cfg.Kernel.MaxTurns,
 		MaxTurnsPerPrincipal: cfg.Kernel.MaxTurnsPerPrincipal, MaxLeasesPerTurn: cfg.Kernel.MaxLeasesPerTurn,
@@ -263,7 +274,7 @@ func Start(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err 
 		// identities, for the tenants they are bound to. (An external
 		// bus without credentials is loopback-only and unauthenticated:
 		// config.Validate refuses anything else.)
-		fopts.Identities, fopts.TrustUnstamped = n.ids, n.srv != nil
+		fopts.Identities, fopts.TrustUnstamped = n.identities(), n.srv != nil
 		fopts.OpenRates, fopts.CallRates = cfg.IdentityRates()
 	} else {
 		n.log.Warn("node: NATS without credentials: callers are not authenticated and access is taken as sent (loopback development only)")
@@ -280,6 +291,14 @@ func Start(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err 
 	}
 	n.awaitEagerMCP()
 	n.ready.Store(true)
+	n.started.Store(true)
+	// A change of identities while the node started is applied now (the
+	// view applies the later ones as they come).
+	if doc, _, err := n.view.Document(); err == nil {
+		if err := n.usePolicyIdentities(doc.Apply(n.fileCfg)); err != nil {
+			return nil, err
+		}
+	}
 	n.log.Info("node ready", "nats", n.ClientURL(), "prefix", cfg.NATS.Prefix, "http", n.HTTPAddr(),
 		"embedded", n.srv != nil, "audit_stream", cfg.Audit.Stream, "durability", cfg.Audit.Durability)
 	return n, nil
@@ -345,7 +364,7 @@ func (n *Node) dial() error {
 	if err != nil {
 		return fmt.Errorf("node: %w", err)
 	}
-	n.ids = ids
+	n.ids.Store(ids)
 	name := nats.Name("sharedos-node-" + cfg.Node.ID)
 	if len(cfg.NATS.URLs) > 0 {
 		opts := []nats.Option{name, nats.MaxReconnects(-1)}
@@ -372,6 +391,7 @@ func (n *Node) dial() error {
 	if err != nil {
 		return fmt.Errorf("node: %w", err)
 	}
+	n.accounts = accounts
 	var routeUser, routePass string
 	if cfg.NATS.Embedded.ClusterName != "" {
 		// Routes authenticate with the secret every node's (shared)
@@ -427,7 +447,7 @@ func (n *Node) providerConn(id string) (*nats.Conn, error) {
 	if n.srv == nil {
 		return n.nc, nil
 	}
-	for _, pid := range n.ids.OfRole(identity.Provider) {
+	for _, pid := range n.identities().OfRole(identity.Provider) {
 		if pid.Provider == id {
 			nc, err := n.Connect(pid.Name)
 			if err != nil {
@@ -445,7 +465,11 @@ func (n *Node) providerConn(id string) (*nats.Conn, error) {
 func (n *Node) CredentialsDir() string { return n.credsDir }
 
 // Identities are the node's bus identities.
-func (n *Node) Identities() *identity.Set { return n.ids }
+func (n *Node) Identities() *identity.Set { return n.identities() }
+
+// identities are who may be on the bus now: the policy's, replaced when
+// its identities change (internal/node/policy.go).
+func (n *Node) identities() *identity.Set { return n.ids.Load() }
 
 // Connect opens a connection to the embedded server as the identity
 // named name (tests, embedders, the node's hosted providers). It is the
@@ -454,7 +478,7 @@ func (n *Node) Connect(name string, opts ...nats.Option) (*nats.Conn, error) {
 	if n.srv == nil {
 		return nil, errors.New("node: Connect needs the embedded server; connect to an external cluster with that identity's credentials")
 	}
-	if _, ok := n.ids.Lookup(name); !ok {
+	if _, ok := n.identities().Lookup(name); !ok {
 		return nil, fmt.Errorf("node: no identity %q", name)
 	}
 	auth, err := identity.ConnectOptions(identity.SeedFile(n.credsDir, name))

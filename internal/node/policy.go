@@ -77,9 +77,12 @@ func (n *Node) startPolicy(ctx context.Context) (*config.Config, error) {
 		return nil, err
 	}
 	n.live, _ = authority.NewLive(nil, nil)
+	n.fileCfg = cfg
 	n.view, err = n.policy.Watch(ctx, n.live, policy.ViewOptions{MaxStaleness: time.Duration(cfg.Policy.MaxStaleness), Logger: n.log,
 		OnChange: func(e policy.Entry, op policy.Op) {
-			n.log.Info("policy changed", "key", e.Key.String(), "op", op, "revision", e.Revision)
+			if n.started.Load() {
+				n.policyChanged(e, op)
+			}
 		}})
 	if err != nil {
 		return nil, fmt.Errorf("node: policy store: %w", err)
@@ -197,36 +200,70 @@ func (n *Node) Policy() *policy.Store { return n.policy }
 func (n *Node) PolicyView() *policy.View { return n.view }
 
 // usePolicyIdentities makes the bus serve the identities of cfg (the
-// store's) when they differ from those the node started its embedded
-// server with (policy.source store, or a change while running): seeds
-// are created for new identities and the server's configuration is
-// reloaded, which disconnects an identity removed or re-keyed. With an
-// external cluster the operator applies the printed configuration
-// (docs/operations.md, "Changing policy").
+// store's) when they differ from those it serves now (policy.source
+// store at start, or a change while running): seeds are created for new
+// identities and the embedded server's configuration is reloaded, which
+// disconnects an identity removed or re-keyed (its seed file replaced);
+// the NATS front and the policy service judge callers against the new
+// set. With an external cluster the operator applies the printed
+// configuration to its servers (docs/operations.md, "Changing policy").
 func (n *Node) usePolicyIdentities(cfg *config.Config) error {
-	n.cfg = cfg
+	n.identityMu.Lock()
+	defer n.identityMu.Unlock()
 	ids, err := cfg.IdentitySet()
 	if err != nil {
 		return fmt.Errorf("node: %w", err)
 	}
-	if n.ids != nil && slices.EqualFunc(ids.All(), n.ids.All(), sameIdentity) {
-		return nil
-	}
+	cur := n.identities()
 	if n.srv == nil {
-		n.ids = ids
-		n.log.Warn("the policy's identities differ from those the external cluster was configured with: print its configuration with `node identities` and reload its servers (docs/operations.md)")
+		if cur != nil && !slices.EqualFunc(ids.All(), cur.All(), sameIdentity) {
+			n.log.Warn("the policy's identities changed: print the external cluster's configuration with `node identities` and reload its servers (docs/operations.md)")
+		}
+		n.setIdentities(ids)
 		return nil
 	}
 	accounts, err := identity.Provision(n.credsDir, cfg.Bus(), ids.All())
 	if err != nil {
 		return fmt.Errorf("node: %w", err)
 	}
+	if accounts == n.accounts {
+		n.setIdentities(ids)
+		return nil
+	}
 	if err := n.srv.Reload(accounts); err != nil {
 		return fmt.Errorf("node: applying the policy's identities to the embedded server: %w", err)
 	}
-	n.ids = ids
+	n.accounts = accounts
+	n.setIdentities(ids)
 	n.log.Info("bus identities reloaded from the policy", "identities", names(ids.All()))
 	return nil
+}
+
+func (n *Node) setIdentities(ids *identity.Set) {
+	n.ids.Store(ids)
+	if n.front != nil {
+		n.front.SetIdentities(ids)
+	}
+}
+
+// policyChanged applies a change the view reports: identities to the
+// bus at once. Grants and credential bindings are live already (the
+// view keeps authority.Live); a provider change takes effect at the
+// node's next start (docs/operations.md).
+func (n *Node) policyChanged(e policy.Entry, op policy.Op) {
+	n.log.Info("policy changed", "key", e.Key.String(), "op", op, "revision", e.Revision)
+	switch e.Key.Kind {
+	case policy.Identities:
+		doc, _, err := n.view.Document()
+		if err == nil {
+			err = n.usePolicyIdentities(doc.Apply(n.fileCfg))
+		}
+		if err != nil {
+			n.log.Error("the policy's identities could not be applied; the bus keeps serving the previous ones", "err", err)
+		}
+	case policy.Providers:
+		n.log.Warn("a provider changed in the policy: it takes effect in this node's turns from its next start", "key", e.Key.String())
+	}
 }
 
 func sameIdentity(a, b identity.Identity) bool {
@@ -242,7 +279,7 @@ func (n *Node) servePolicy() error {
 	svc, err := policy.Serve(n.nc, n.policy, policy.ServiceOptions{
 		Prefix: n.cfg.NATS.Prefix, Logger: n.log, MaxRequestBytes: n.cfg.NATS.MaxMessageBytes,
 		Admin: func(account string) bool {
-			id, ok := n.ids.Lookup(account)
+			id, ok := n.identities().Lookup(account)
 			return ok && id.Role == identity.Admin
 		},
 	})

@@ -5,11 +5,16 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/sharedos/sharedos/client"
 	"github.com/sharedos/sharedos/internal/audit"
 	"github.com/sharedos/sharedos/internal/config"
+	"github.com/sharedos/sharedos/internal/identity"
 	"github.com/sharedos/sharedos/internal/node"
 	"github.com/sharedos/sharedos/internal/policy"
 	"github.com/sharedos/sharedos/reason"
@@ -106,4 +111,72 @@ func TestPolicyStoreSeedsRevokesAndRulesRestarts(t *testing.T) {
 			t.Fatalf("the store's policy does not rule: %s listed", tool.Alias)
 		}
 	}
+}
+
+// An identity removed from the policy is disconnected from the bus and
+// cannot connect again; an identity added is served at once (the bus
+// takes its key, the NATS front its tenants).
+func TestPolicyIdentityRemovedIsDisconnectedAddedIsServed(t *testing.T) {
+	n, rt := startConnected(t, sampleConfig(t, t.TempDir()))
+	gone := make(chan struct{})
+	var once sync.Once
+	reader, err := n.Connect("auditor-acme", nats.DisconnectErrHandler(func(*nats.Conn, error) { once.Do(func() { close(gone) }) }), nats.MaxReconnects(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Close()
+	k := policy.Key{Kind: policy.Identities, Name: "auditor-acme"}
+	e, err := n.Policy().Get(ctx(t), k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.Policy().Delete(ctx(t), k, e.Revision, "admin"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-gone:
+	case <-ctx(t).Done():
+		t.Fatal("the removed identity is still connected")
+	}
+	auth, err := identity.ConnectOptions(identity.SeedFile(n.CredentialsDir(), "auditor-acme"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nc, err := nats.Connect(n.ClientURL(), append(auth, nats.MaxReconnects(0))...); err == nil {
+		nc.Close()
+		t.Fatal("the removed identity connected again")
+	}
+
+	if turn, err := client.New(rt, nil).Open(ctx(t), client.Access{Tenant: "acme", Principal: "ada", Namespaces: []string{"notes"}}); err != nil {
+		t.Fatalf("a runtime connected before the reload: %v", err)
+	} else {
+		_ = turn.Close(ctx(t))
+	}
+	fresh := connectAs(t, n, "runtime")
+	if turn, err := client.New(fresh, nil).Open(ctx(t), client.Access{Tenant: "acme", Principal: "ada", Namespaces: []string{"notes"}}); err != nil {
+		t.Fatalf("a runtime connected after the reload: %v", err)
+	} else {
+		_ = turn.Close(ctx(t))
+	}
+	added := policy.Key{Kind: policy.Identities, Name: "runtime2"}
+	if _, err := n.Policy().Put(ctx(t), added, []byte("name: runtime2\nrole: runtime\ntenants: [acme]\n"), 0, "admin"); err != nil {
+		t.Fatal(err)
+	}
+	// The view applies the change, then the bus serves the new identity.
+	var nc *nats.Conn
+	for nc == nil {
+		if c, err := n.Connect("runtime2", nats.MaxReconnects(0)); err == nil {
+			nc = c
+		} else if ctx(t).Err() != nil {
+			t.Fatalf("the added identity never connected: %v", err)
+		} else {
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	defer nc.Close()
+	turn, err := client.New(nc, nil).Open(ctx(t), client.Access{Tenant: "acme", Principal: "ada", Namespaces: []string{"notes"}})
+	if err != nil {
+		t.Fatalf("the added runtime's open: %v", err)
+	}
+	_ = turn.Close(ctx(t))
 }
