@@ -199,7 +199,7 @@ func TestParsePublicKeys(t *testing.T) {
 		"private pem": "-----BEGIN PRIVATE KEY-----\nAA==\n-----END PRIVATE KEY-----\n",
 		// What the stream's checkpoints claim is not a trust anchor, and
 		// a key_id must be its key's.
-		"stream key": fmt.Sprintf(`{"keys":[{"public_key":%q,"source":"local"},{"public_key":%q,"source":"stream"}]}`, hex.EncodeToString(a), hex.EncodeToString(b)),
+		"stream key":   fmt.Sprintf(`{"keys":[{"public_key":%q,"source":"local"},{"public_key":%q,"source":"stream"}]}`, hex.EncodeToString(a), hex.EncodeToString(b)),
 		"wrong key_id": fmt.Sprintf(`{"keys":[{"public_key":%q,"key_id":%q}]}`, hex.EncodeToString(a), KeyID(b)),
 	} {
 		if _, err := ParsePublicKeys([]byte(in)); err == nil {
