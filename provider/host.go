@@ -15,7 +15,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
 	"github.com/nats-io/nats.go"
 
 	"github.com/sharedos/sharedos/catalog"
@@ -32,8 +31,8 @@ type Host struct {
 	nc     *nats.Conn
 	opts   Options
 	p      Provider
-	system *actor.ActorSystem
-	pid    *actor.PID
+	log    *slog.Logger
+	ledger ledger
 	subs   []*nats.Subscription
 	// norm holds every tool of a catalogue as large as a node takes, so
 	// the pages of one catalogue do not normalize it again.
@@ -89,11 +88,8 @@ func Serve(nc *nats.Conn, id string, p Provider, opts *Options) (*Host, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	h.system = actor.NewActorSystem(actor.WithDeadLetterRequestLogging(false),
-		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return log.With("provider", id) }))
-	h.pid = h.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor {
-		return &ledgerActor{h: h, ledger: map[ledgerKey]advertised{}}
-	}))
+	h.log = log.With("provider", id)
+	h.ledger = ledger{ttl: o.TTL, byKey: map[ledgerKey]advertised{}}
 	group := messages.ProviderQueueGroup(id)
 	type endpoint struct {
 		subject, queue string
@@ -105,7 +101,6 @@ func Serve(nc *nats.Conn, id string, p Provider, opts *Options) (*Host, error) {
 	}
 	if o.Instance != "" {
 		if strings.ContainsAny(o.Instance, ".*> \t\r\n") {
-			h.shutdown()
 			return nil, fmt.Errorf("provider %s: instance %q must be one subject token", id, o.Instance)
 		}
 		// No queue group: only this instance answers there.
@@ -116,13 +111,13 @@ func Serve(nc *nats.Conn, id string, p Provider, opts *Options) (*Host, error) {
 	for _, s := range subjects {
 		sub, err := nc.QueueSubscribe(s.subject, s.queue, s.handle)
 		if err != nil {
-			h.shutdown()
+			h.unsubscribe()
 			return nil, fmt.Errorf("provider %s: subscribing %s: %w", id, s.subject, err)
 		}
 		h.subs = append(h.subs, sub)
 	}
 	if err := nc.Flush(); err != nil {
-		h.shutdown()
+		h.unsubscribe()
 		return nil, fmt.Errorf("provider %s: %w", id, err)
 	}
 	return h, nil
@@ -145,7 +140,6 @@ func (h *Host) Stop(ctx context.Context) error {
 		case <-ctx.Done():
 			err = errors.Join(err, fmt.Errorf("provider %s: requests still in flight: %w", h.id, ctx.Err()))
 		}
-		h.shutdown()
 	})
 	return err
 }
@@ -165,9 +159,11 @@ func pageBytes(nc *nats.Conn, opt int) int {
 	return max(budget, 1)
 }
 
-func (h *Host) shutdown() {
-	_ = h.system.Root.StopFuture(h.pid).Wait()
-	h.system.Shutdown()
+// unsubscribe drops the subscriptions Serve made before it failed.
+func (h *Host) unsubscribe() {
+	for _, s := range h.subs {
+		_ = s.Unsubscribe()
+	}
 }
 
 func (h *Host) respond(m *nats.Msg, reply messages.Message) {
@@ -176,7 +172,7 @@ func (h *Host) respond(m *nats.Msg, reply messages.Message) {
 		err = m.Respond(b)
 	}
 	if err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
-		h.system.Logger().Warn("provider: reply failed", "provider", h.id, "err", err)
+		h.log.Warn("provider: reply failed", "err", err)
 	}
 }
 
@@ -239,7 +235,7 @@ func (h *Host) onCatalog(m *nats.Msg) {
 			return
 		}
 		// The ledger records what was advertised before the node can see it.
-		_, _ = h.system.Root.RequestFuture(h.pid, &advertise{scope: h.scopeKey(access), tools: page, at: time.Now()}, 5*time.Second).Result()
+		h.ledger.advertise(h.scopeKey(access), page, time.Now())
 		rep := &messages.ProviderCatalogReply{V: messages.Version, TTLMs: uint32(h.opts.TTL.Milliseconds()), Scope: h.opts.Scope, NextCursor: next}
 		rep.Tools = make([]messages.ProviderTool, 0, len(page))
 		for _, t := range page {
@@ -438,14 +434,10 @@ func (h *Host) onInvoke(m *nats.Msg) {
 // current tools are listed and the revision must be current.
 func (h *Host) choose(ctx context.Context, access Access, name, revision string) (Handler, error) {
 	ask := func(current []normalized) (Handler, error) {
-		res, err := h.system.Root.RequestFuture(h.pid, &choose{scope: h.scopeKey(access), name: name, revision: revision, current: current, at: time.Now()}, 5*time.Second).Result()
-		if err != nil {
-			return nil, reason.New(reason.ProviderError, "provider %s: %v", h.id, err)
-		}
-		if handler, ok := res.(Handler); ok {
+		if handler, ok := h.ledger.choose(h.scopeKey(access), name, revision, current, time.Now()); ok {
 			return handler, nil
 		}
-		return nil, res.(error)
+		return nil, reason.New(reason.CapabilityChanged, "provider %s: tool %s revision %.12s is no longer offered; the contract changed", h.id, name, revision)
 	}
 	if handler, err := ask(nil); err == nil {
 		return handler, nil
@@ -495,22 +487,6 @@ func run(ctx context.Context, handler Handler, call Call) (res Result, err error
 	return handler(ctx, call)
 }
 
-// Messages to the ledger actor.
-type (
-	// advertise records the revisions a catalogue answer advertised.
-	advertise struct {
-		scope string
-		tools []normalized
-		at    time.Time
-	}
-	// choose picks the handler for a pinned revision, or refuses.
-	choose struct {
-		scope, name, revision string
-		current               []normalized
-		at                    time.Time
-	}
-)
-
 // ledgerKey is an advertised revision under the scope key of the access
 // it was advertised to.
 type ledgerKey struct{ scope, revision string }
@@ -521,39 +497,43 @@ type advertised struct {
 	until   time.Time
 }
 
-// ledgerActor owns which revisions this provider has advertised and until
-// when it honours them. One message at a time; no locks.
-type ledgerActor struct {
-	h      *Host
-	ledger map[ledgerKey]advertised
+// ledger is which revisions this provider has advertised, to which scope,
+// and until when it honours them. Safe for concurrent use: every method
+// holds mu for a map operation and nothing else (no I/O, no callbacks).
+type ledger struct {
+	ttl   time.Duration
+	mu    sync.Mutex
+	byKey map[ledgerKey]advertised
 }
 
-func (l *ledgerActor) Receive(ctx actor.Context) {
-	switch msg := ctx.Message().(type) {
-	case *actor.Started, *actor.Stopping, *actor.Stopped, *actor.Restarting:
-	case *advertise:
-		for k, a := range l.ledger {
-			if msg.at.After(a.until) {
-				delete(l.ledger, k)
-			}
+// advertise records the revisions a catalogue answer advertised to scope
+// at at, and forgets the ones whose TTL has passed.
+func (l *ledger) advertise(scope string, tools []normalized, at time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for k, a := range l.byKey {
+		if at.After(a.until) {
+			delete(l.byKey, k)
 		}
-		for _, t := range msg.tools {
-			l.ledger[ledgerKey{scope: msg.scope, revision: t.tool.Revision}] = advertised{name: t.tool.Identity.Name, handler: t.handler, until: msg.at.Add(l.h.opts.TTL)}
-		}
-		ctx.Respond(true)
-	case *choose:
-		for _, t := range msg.current {
-			if t.tool.Identity.Name == msg.name && t.tool.Revision == msg.revision {
-				ctx.Respond(t.handler)
-				return
-			}
-		}
-		if a, ok := l.ledger[ledgerKey{scope: msg.scope, revision: msg.revision}]; ok && a.name == msg.name && !msg.at.After(a.until) {
-			ctx.Respond(a.handler)
-			return
-		}
-		ctx.Respond(reason.New(reason.CapabilityChanged, "provider %s: tool %s revision %.12s is no longer offered; the contract changed", l.h.id, msg.name, msg.revision))
-	default:
-		l.h.system.Logger().Warn("provider ledger: unexpected message", "type", fmt.Sprintf("%T", msg))
 	}
+	for _, t := range tools {
+		l.byKey[ledgerKey{scope: scope, revision: t.tool.Revision}] = advertised{name: t.tool.Identity.Name, handler: t.handler, until: at.Add(l.ttl)}
+	}
+}
+
+// choose returns the handler of tool name at revision: from current (the
+// provider's tools now) when it is there, else from what was advertised
+// to scope and is still within its TTL at at.
+func (l *ledger) choose(scope, name, revision string, current []normalized, at time.Time) (Handler, bool) {
+	for _, t := range current {
+		if t.tool.Identity.Name == name && t.tool.Revision == revision {
+			return t.handler, true
+		}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if a, ok := l.byKey[ledgerKey{scope: scope, revision: revision}]; ok && a.name == name && !at.After(a.until) {
+		return a.handler, true
+	}
+	return nil, false
 }
