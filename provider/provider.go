@@ -27,9 +27,10 @@
 // tenant, or anyone). It never runs a different contract and never
 // falls back to a similarly named tool.
 //
-// Each provider runs as an actor that owns its ledger of advertised
-// revisions; catalogue and tool code run on their own goroutines, so a slow
-// tool does not hold up other calls.
+// The ledger of advertised revisions is one locked map, held only for a
+// lookup or an insert; catalogue and tool code run on their own
+// goroutines, so a slow tool does not hold up other calls. The SDK needs
+// the nats.go client and nothing of the kernel's.
 package provider
 
 import (
