@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sharedos/sharedos/client"
+	"github.com/sharedos/sharedos/internal/fsutil"
 	"github.com/sharedos/sharedos/messages"
 	"github.com/sharedos/sharedos/reason"
 )
@@ -455,18 +456,11 @@ func (s *turnStore) save() error {
 		}
 		return nil
 	}
-	if err := os.MkdirAll(filepath.Dir(statePath), 0o700); err != nil {
-		return err
-	}
 	b, err := json.MarshalIndent(s, "", "  ")
 	if err != nil {
 		return err
 	}
-	tmp := statePath + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, statePath)
+	return fsutil.Replace(statePath, b)
 }
 
 // loadStore reads the saved turns; a turn saved by an older CLI in

@@ -713,7 +713,7 @@ func (c *Checkpointer) Checkpoint(ctx context.Context) ([][]byte, error) {
 	}
 	c.pending = nil
 	if c.opts.StateFile != "" && len(published) > 0 {
-		if err := writeFileAtomic(c.opts.StateFile, append(slices.Clone(c.last), '\n')); err != nil {
+		if err := fsutil.Replace(c.opts.StateFile, append(slices.Clone(c.last), '\n')); err != nil {
 			return published, fmt.Errorf("audit: checkpoint state file: %w", err)
 		}
 	}
@@ -787,29 +787,4 @@ func (c *Checkpointer) Close(ctx context.Context) error {
 		}
 	})
 	return c.closeErr
-}
-
-// writeFileAtomic replaces path with data (mode 0600) through a rename.
-func writeFileAtomic(path string, data []byte) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	_, err = tmp.Write(data)
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		_ = os.Remove(tmp.Name())
-	}
-	return err
 }

@@ -1,5 +1,5 @@
-// Package fsutil holds the one file-system operation several packages
-// need done the same careful way.
+// Package fsutil holds the file-system operations several packages need
+// done the same careful way.
 package fsutil
 
 import (
@@ -40,4 +40,39 @@ func CreateOnce(path string, data []byte) error {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	return os.Link(tmp, path)
+}
+
+// Replace writes data to path, mode 0600, in a directory it creates
+// (0700) if missing, replacing whatever path held: the data is written to
+// a temporary file beside it, synced, and renamed into place, so a reader
+// — or a crash at any instant — sees the old content or the new, whole,
+// never a part.
+func Replace(path string, data []byte) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+"-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	err = f.Chmod(0o600)
+	if err == nil {
+		_, err = f.Write(data)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return nil
 }

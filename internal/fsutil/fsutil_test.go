@@ -47,3 +47,26 @@ func TestCreateOnce(t *testing.T) {
 		t.Fatalf("left behind: %v", ents)
 	}
 }
+
+// Replace puts the whole new content in place, 0600, over an old file,
+// in a directory it makes, and leaves no temporary file behind.
+func TestReplace(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "d", "state.json")
+	for _, data := range []string{"first", "second, longer"} {
+		if err := fsutil.Replace(path, []byte(data)); err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(path)
+		if err != nil || string(got) != data {
+			t.Fatalf("read %q, %v; want %q", got, err, data)
+		}
+	}
+	fi, err := os.Stat(path)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("mode %v, %v", fi.Mode(), err)
+	}
+	entries, err := os.ReadDir(filepath.Dir(path))
+	if err != nil || len(entries) != 1 {
+		t.Fatalf("the directory holds %v (%v), want the file alone", entries, err)
+	}
+}
