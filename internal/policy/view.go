@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -256,15 +257,40 @@ func (v *View) probeLoop(ctx context.Context) {
 func (v *View) probeEvery() time.Duration { return max(v.opts.MaxStaleness/4, 10*time.Millisecond) }
 
 // confirm asks the bucket's leader for its last revision and confirms Live
-// at the instant it asked, at once when the view has applied that
-// revision, else when it does (apply).
+// as current at the instant the leader last had a majority of the
+// bucket's replicas with it — the instant it asked, less how long ago the
+// majority's last member was heard — at once when the view has applied
+// that revision, else when it does (apply). A leader cut off from its
+// followers keeps answering as leader (its stream takes no writes, but it
+// does not know that); its followers' ages show it, and a leader without
+// a majority heard recently confirms nothing.
 func (v *View) confirm(ctx context.Context) error {
 	sent := time.Now()
 	st, err := v.store.js.Stream(ctx, v.store.Stream())
 	if err != nil {
 		return err
 	}
-	last := st.CachedInfo().State.LastSeq
+	ci := st.CachedInfo()
+	if c := ci.Cluster; c != nil && len(c.Replicas) > 0 {
+		if c.Leader == "" {
+			return errors.New("policy: the bucket has no leader")
+		}
+		var heard []time.Duration
+		for _, r := range c.Replicas {
+			if r.Current && !r.Offline {
+				heard = append(heard, r.Active)
+			}
+		}
+		// A majority of the 1+len(Replicas) peers: the leader and
+		// (len+1)/2 followers.
+		need := (len(c.Replicas) + 1) / 2
+		if len(heard) < need {
+			return fmt.Errorf("policy: the bucket's leader has %d of its %d followers current, fewer than a majority needs", len(heard), len(c.Replicas))
+		}
+		slices.Sort(heard)
+		sent = sent.Add(-heard[need-1])
+	}
+	last := ci.State.LastSeq
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if last <= v.applied {
