@@ -311,7 +311,7 @@ func verify(read func(func([]byte) error) error, opts audit.VerifyOptions, openO
 	el := time.Since(start)
 	rate := float64(rep.Events+rep.Checkpoints) / max(el.Seconds(), 1e-9)
 	out := map[string]any{
-		"ok": rep.OK(), "events": rep.Events, "turns": rep.Turns, "closed_turns": rep.Closed,
+		"ok": rep.OK(), "events": rep.Events, "turns": rep.Turns, "closed_turns": rep.Closed, "policy_chains": rep.PolicyChains,
 		"checkpoints": rep.Checkpoints, "events_covered": rep.Covered, "trust": rep.Trust, "nodes": rep.Heads,
 		"events_unattested": rep.Unattested, "unattested": rep.UnattestedNodes,
 		"violations": rep.Violations, "events_per_second": int64(rate), "elapsed": el.String(),

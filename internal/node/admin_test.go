@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sharedos/sharedos/client"
 	"github.com/sharedos/sharedos/internal/audit"
 	"github.com/sharedos/sharedos/internal/config"
 	"github.com/sharedos/sharedos/internal/policy"
@@ -19,9 +20,22 @@ import (
 // published inside the nodes' account, by the service (policy_forbidden).
 func TestPolicyServiceAnswersOnlyAdmins(t *testing.T) {
 	n, _ := startConnected(t, sampleConfig(t, t.TempDir()))
-	admin := policy.NewClient(connectAs(t, n, "admin"), "sharedos", 0)
+	adminConn := connectAs(t, n, "admin")
+	admin := policy.NewClient(adminConn, "sharedos", 0)
 	if _, err := admin.Do(ctx(t), policy.OpList, policy.Request{}); err != nil {
 		t.Fatalf("the admin's list: %v", err)
+	}
+	// The admin has nothing but the policy subjects: no turns, no
+	// JetStream API (it never touches the bucket itself).
+	short, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	if _, err := client.New(adminConn, nil).Open(short, client.Access{Tenant: "acme", Principal: "ada"}); err == nil {
+		t.Fatal("the admin opened a turn")
+	}
+	cancel()
+	for _, subj := range []string{"$JS.API.INFO", "$JS.API.STREAM.INFO.KV_SHAREDOS_POLICY", "$KV.SHAREDOS_POLICY.grants.acme.ada"} {
+		if m, err := adminConn.Request(subj, []byte(`{}`), 300*time.Millisecond); err == nil {
+			t.Fatalf("the admin reached %s: %s", subj, m.Data)
+		}
 	}
 	for _, who := range []string{"runtime", "auditor", "auditor-acme", "provider-calendar"} {
 		c := policy.NewClient(connectAs(t, n, who), "sharedos", 0)

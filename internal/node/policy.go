@@ -47,7 +47,7 @@ func (n *Node) startPolicy(ctx context.Context) (*config.Config, error) {
 			if err := checkReserved(d); err != nil {
 				return err
 			}
-			return d.Validate(cfg)
+			return d.Validate()
 		},
 		Journal: n.policyJournal,
 	}
@@ -91,8 +91,8 @@ func (n *Node) startPolicy(ctx context.Context) (*config.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("node: policy store: %w", err)
 	}
-	if err := doc.Validate(cfg); err != nil {
-		return nil, fmt.Errorf("node: the policy store's policy is not valid with this file's other sections: %w", err)
+	if err := doc.Validate(); err != nil {
+		return nil, fmt.Errorf("node: the policy store holds a policy that is not valid: %w", err)
 	}
 	return doc.Apply(cfg), nil
 }

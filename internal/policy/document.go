@@ -57,10 +57,15 @@ func (d Document) Apply(c *config.Config) *config.Config {
 	return &out
 }
 
-// Validate checks d exactly as a cluster.yaml with base's other sections
-// and d's policy sections is checked (config.Validate, and the identities
-// as the node indexes them).
-func (d Document) Validate(base *config.Config) error {
+// Validate checks d exactly as cluster.yaml's policy sections are
+// checked (config.Validate, and the identities as the node indexes them),
+// in a configuration whose other sections are the defaults: what a policy
+// may hold does not depend on a node's listeners or paths.
+func (d Document) Validate() error {
+	base, err := config.Parse(nil)
+	if err != nil {
+		return err
+	}
 	c := d.Apply(base)
 	if err := c.Validate(); err != nil {
 		return err

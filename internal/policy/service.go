@@ -102,7 +102,10 @@ type ServiceOptions struct {
 	MaxRequestBytes int
 	// Timeout bounds one operation. Default 30s.
 	Timeout time.Duration
-	Logger  *slog.Logger
+	// MaxConcurrent bounds the requests handled at once; beyond it a
+	// request is refused overloaded. Default 16.
+	MaxConcurrent int
+	Logger        *slog.Logger
 }
 
 // Service answers admin requests on the node's connection, in a queue
@@ -111,6 +114,7 @@ type Service struct {
 	store *Store
 	opts  ServiceOptions
 	sub   *nats.Subscription
+	sem   chan struct{}
 	wg    sync.WaitGroup
 	ctx   context.Context
 	stop  context.CancelFunc
@@ -132,12 +136,23 @@ func Serve(nc *nats.Conn, store *Store, opts ServiceOptions) (*Service, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	s := &Service{store: store, opts: opts}
+	if opts.MaxConcurrent == 0 {
+		opts.MaxConcurrent = 16
+	}
+	s := &Service{store: store, opts: opts, sem: make(chan struct{}, opts.MaxConcurrent)}
 	s.ctx, s.stop = context.WithCancel(context.Background())
 	sub, err := nc.QueueSubscribe(opts.Prefix+".policy.*", "sharedos-policy", func(m *nats.Msg) {
+		select {
+		case s.sem <- struct{}{}:
+		default:
+			b, _ := json.Marshal(Reply{Error: &ErrorInfo{Code: reason.Overloaded, Message: fmt.Sprintf("%d policy requests in progress on this node", cap(s.sem))}})
+			_ = m.Respond(b)
+			return
+		}
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
+			defer func() { <-s.sem }()
 			s.handle(m)
 		}()
 	})

@@ -419,6 +419,9 @@ func (s *Store) remove(ctx context.Context, j Journal, k Key, expect uint64, by 
 	if err == nil && prev.Operation() == jetstream.KeyValuePut {
 		if pe, err := decodeEntry(prev); err == nil {
 			prevHash = pe.Hash()
+		} else {
+			// An unreadable value can be removed; its hash is of what is stored.
+			prevHash = Hash(prev.Value())
 		}
 	}
 	if prevHash == "" {

@@ -77,7 +77,7 @@ func openStore(t *testing.T, base *config.Config, rec *recorder) (*policy.Store,
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	s, err := policy.Open(ctx, js, policy.Options{Bucket: "POLICY", Check: func(d policy.Document) error { return d.Validate(base) }, Journal: rec.journal})
+	s, err := policy.Open(ctx, js, policy.Options{Bucket: "POLICY", Check: func(d policy.Document) error { return d.Validate() }, Journal: rec.journal})
 	if err != nil {
 		t.Fatal(err)
 	}
