@@ -206,13 +206,48 @@ func (o Options) Validate() error {
 	return nil
 }
 
+// providerSet is one immutable set of providers.
+type providerSet struct {
+	byID     map[string]providers.ContextToolProvider
+	order    []string
+	required map[string]bool
+}
+
+func newProviderSet(ps []providers.ContextToolProvider, required []string) *providerSet {
+	s := &providerSet{byID: make(map[string]providers.ContextToolProvider, len(ps)), required: make(map[string]bool, len(required))}
+	for _, p := range ps {
+		s.byID[p.ID()] = p
+		s.order = append(s.order, p.ID())
+	}
+	for _, r := range required {
+		s.required[r] = true
+	}
+	return s
+}
+
+// SetProviders replaces the kernel's providers (and which are required),
+// checked as Options are. Turns resolved from then on ask the new set;
+// turns already resolved keep the catalogue they hold, and a call of
+// theirs to a provider no longer in the set fails provider_unavailable.
+// Safe for concurrent use.
+func (k *Kernel) SetProviders(ps []providers.ContextToolProvider, required []string) error {
+	o := k.sh.opts
+	o.Providers, o.Required = ps, required
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	k.sh.provs.Store(newProviderSet(ps, required))
+	return nil
+}
+
 // shared is what every turn actor of a kernel reads. Immutable after New,
 // apart from the Normalizer's internally synchronized cache.
 type shared struct {
 	opts       Options
-	providers  map[string]providers.ContextToolProvider
-	order      []string
-	required   map[string]bool
+	// provs is the provider set: Options.Providers and Required, replaced
+	// whole by SetProviders. A resolution reads it once, so each turn's
+	// catalogue comes from one set.
+	provs atomic.Pointer[providerSet]
 	normalizer *catalog.Normalizer
 	log        *slog.Logger
 	// pool runs turn mailboxes and executions on warm goroutines.
@@ -293,8 +328,6 @@ func New(opts Options) (*Kernel, error) {
 	opts = opts.withDefaults()
 	sh := &shared{
 		opts:       opts,
-		providers:  map[string]providers.ContextToolProvider{},
-		required:   map[string]bool{},
 		normalizer: catalog.NewNormalizer(opts.Limits, 4096),
 		// A tool's translation per profile, by revision: a node's distinct
 		// tools times the profiles in use.
@@ -308,13 +341,7 @@ func New(opts Options) (*Kernel, error) {
 	sh.turnProps = newTurnProps(sh)
 	sh.registries = newRegistryIntern()
 	sh.opens, sh.calls = ratelimit.New(opts.OpenRate), ratelimit.New(opts.CallRate)
-	for _, p := range opts.Providers {
-		sh.providers[p.ID()] = p
-		sh.order = append(sh.order, p.ID())
-	}
-	for _, r := range opts.Required {
-		sh.required[r] = true
-	}
+	sh.provs.Store(newProviderSet(opts.Providers, opts.Required))
 	system := actor.NewActorSystem(
 		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return opts.Logger.With("component", "protoactor") }),
 		// A request to a closed turn is answered turn_closed/turn_not_found;

@@ -36,13 +36,14 @@ func resolve(ctx context.Context, sh *shared, access authority.AccessContext) tu
 		tools  []*catalog.Tool
 		status audit.ProviderStatus
 	}
-	answers := make([]answer, len(sh.order))
+	set := sh.provs.Load()
+	answers := make([]answer, len(set.order))
 	var wg sync.WaitGroup
-	for i, id := range sh.order {
+	for i, id := range set.order {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			tools, st := resolveProvider(ctx, sh, sh.providers[id], access)
+			tools, st := resolveProvider(ctx, sh, set.byID[id], access)
 			answers[i] = answer{tools, st}
 		}()
 	}
@@ -65,7 +66,7 @@ func resolve(ctx context.Context, sh *shared, access authority.AccessContext) tu
 	var all []*catalog.Tool
 	for i, a := range answers {
 		res.Providers[i] = a.status
-		if a.status.Status == "failed" && sh.required[a.status.Provider] && res.Err == nil {
+		if a.status.Status == "failed" && set.required[a.status.Provider] && res.Err == nil {
 			res.Err = reason.New(reason.Code(a.status.Reason), "required provider %s: %s", a.status.Provider, a.status.Error)
 		}
 		all = append(all, a.tools...)

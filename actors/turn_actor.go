@@ -526,7 +526,7 @@ func (a *turnActor) invoke(ctx actor.Context, sender *actor.PID, msg *invokeTool
 		a.afterOp(ctx)
 		return
 	}
-	p := a.sh.providers[d.Tool.Identity.Provider]
+	p := a.sh.provs.Load().byID[d.Tool.Identity.Provider] // nil: retired since the turn resolved (execute)
 	access := msg.access
 	access.Now, access.LeaseID = now, "" // a lease is never shown to a provider
 	call := providers.Call{
@@ -583,6 +583,10 @@ func (a *turnActor) invoke(ctx actor.Context, sender *actor.PID, msg *invokeTool
 
 // execute runs the provider's Invoke, turning a panic into a provider error.
 func execute(ctx context.Context, p providers.ContextToolProvider, call providers.Call) (res providers.Result, err error) {
+	if p == nil {
+		return providers.Result{}, providers.NotDispatched(reason.New(reason.ProviderUnavailable,
+			"provider %s was retired since the turn resolved its catalogue", call.Tool.Provider))
+	}
 	defer func() {
 		if r := recover(); r != nil {
 			err = reason.New(reason.ProviderError, "provider %s panicked: %v", p.ID(), r)
