@@ -243,11 +243,11 @@ func (k *Kernel) SetProviders(ps []providers.ContextToolProvider, required []str
 // shared is what every turn actor of a kernel reads. Immutable after New,
 // apart from the Normalizer's internally synchronized cache.
 type shared struct {
-	opts       Options
+	opts Options
 	// provs is the provider set: Options.Providers and Required, replaced
 	// whole by SetProviders. A resolution reads it once, so each turn's
 	// catalogue comes from one set.
-	provs atomic.Pointer[providerSet]
+	provs      atomic.Pointer[providerSet]
 	normalizer *catalog.Normalizer
 	log        *slog.Logger
 	// pool runs turn mailboxes and executions on warm goroutines.
