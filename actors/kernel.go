@@ -241,7 +241,8 @@ func (k *Kernel) SetProviders(ps []providers.ContextToolProvider, required []str
 }
 
 // shared is what every turn actor of a kernel reads. Immutable after New,
-// apart from the Normalizer's internally synchronized cache.
+// apart from the Normalizer's internally synchronized cache and the
+// provider set, replaced whole behind an atomic pointer.
 type shared struct {
 	opts Options
 	// provs is the provider set: Options.Providers and Required, replaced

@@ -111,6 +111,9 @@ type Node struct {
 	accounts   string
 	identityMu sync.Mutex
 	started    atomic.Bool
+	// provs are the providers the node runs, rebuilt when the policy's
+	// change (internal/node/policy.go).
+	provs liveProviders
 
 	ready    atomic.Bool
 	stopOnce sync.Once
@@ -182,7 +185,7 @@ func Start(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err 
 	// From here the node runs on the store's policy: cfg is the file with
 	// the store's policy sections (equal to the file's unless
 	// policy.source is store).
-	if cfg, err = n.startPolicy(ctx); err != nil {
+	if cfg, err = n.startPolicy(ctx, opts.Handlers); err != nil {
 		return nil, err
 	}
 	n.cfg = cfg
@@ -238,6 +241,7 @@ func Start(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err 
 	for _, mp := range n.mcp {
 		ps = append(ps, mp)
 	}
+	n.noteProviders(cfg, ps, opts)
 	ps = append(ps, opts.Providers...)
 	var kernelRef atomic.Pointer[actors.Kernel]
 	n.metrics = newMetrics(openTurnsGauge(func(ctx context.Context) (int, error) {
@@ -292,10 +296,13 @@ func Start(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err 
 	n.awaitEagerMCP()
 	n.ready.Store(true)
 	n.started.Store(true)
-	// A change of identities while the node started is applied now (the
-	// view applies the later ones as they come).
+	// A change of identities or providers while the node started is
+	// applied now (the view applies the later ones as they come).
 	if doc, _, err := n.view.Document(); err == nil {
 		if err := n.usePolicyIdentities(doc.Apply(n.fileCfg)); err != nil {
+			return nil, err
+		}
+		if err := n.useProviders(doc.Apply(n.fileCfg)); err != nil {
 			return nil, err
 		}
 	}

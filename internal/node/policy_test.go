@@ -3,7 +3,9 @@ package node_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -179,4 +181,72 @@ func TestPolicyIdentityRemovedIsDisconnectedAddedIsServed(t *testing.T) {
 		t.Fatalf("the added runtime's open: %v", err)
 	}
 	_ = turn.Close(ctx(t))
+}
+
+// A provider added to the policy is in new turns' catalogues and not in
+// a turn already open; retired, it leaves new turns and the open turn
+// that held it is refused provider_unavailable when it calls it.
+func TestPolicyProviderAddedAndRetiredReachNewTurnsOnly(t *testing.T) {
+	n, rt := startConnected(t, sampleConfig(t, t.TempDir()))
+	c := client.New(rt, nil)
+	access := client.Access{Tenant: "acme", Principal: "ada", Namespaces: []string{"notes", "extra"}}
+	namespaces := func(tr *client.Turn) []string {
+		t.Helper()
+		ns, err := tr.ListNamespaces(ctx(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, x := range ns {
+			out = append(out, x.Name)
+		}
+		return out
+	}
+	before, err := c.Open(ctx(t), access)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = namespaces(before) // resolves its catalogue before the change
+	k := policy.Key{Kind: policy.Providers, Name: "extra"}
+	tool := "id: extra\nkind: static\ntools:\n  - {name: echo, namespace: extra, description: Echo., capability: extra.echo, requirement: extra/echo, handler: echo%s}\n"
+	if _, err := n.Policy().Put(ctx(t), k, []byte(fmt.Sprintf(tool, "")), 0, "admin"); !errors.Is(err, policy.ErrInvalid) {
+		t.Fatalf("a tool the node could not build (no input schema): %v", err)
+	}
+	e, err := n.Policy().Put(ctx(t), k, []byte(fmt.Sprintf(tool, ", input_schema: {type: object}")), 0, "admin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.PolicyView().WaitFor(ctx(t), e.Revision); err != nil {
+		t.Fatal(err)
+	}
+	after, err := c.Open(ctx(t), access)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := namespaces(after); !slices.Contains(got, "extra") {
+		t.Fatalf("a new turn's namespaces %v lack the added provider's", got)
+	}
+	if got := namespaces(before); slices.Contains(got, "extra") {
+		t.Fatalf("the open turn's held catalogue gained the added provider: %v", got)
+	}
+	rev, err := n.Policy().Delete(ctx(t), k, e.Revision, "admin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.PolicyView().WaitFor(ctx(t), rev); err != nil {
+		t.Fatal(err)
+	}
+	later, err := c.Open(ctx(t), access)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := namespaces(later); slices.Contains(got, "extra") {
+		t.Fatalf("a new turn after the retirement still has it: %v", got)
+	}
+	if got := namespaces(after); !slices.Contains(got, "extra") {
+		t.Fatalf("the turn that held the retired provider's tools lost them from its catalogue: %v", got)
+	}
+	for _, tr := range []*client.Turn{before, after, later} {
+		_ = tr.Close(ctx(t))
+	}
 }

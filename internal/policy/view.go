@@ -19,8 +19,10 @@ type ViewOptions struct {
 	// MaxStaleness bounds how long the view may go unconfirmed before
 	// decisions on it are refused policy_stale (authority.Live). Required.
 	MaxStaleness time.Duration
-	// OnChange is called, from the view's goroutine, after each change the
-	// view applies (not for the initial values).
+	// OnChange is called, from the view's goroutine, for each change the
+	// view takes (not for the initial values), before the change is in
+	// Live and before WaitFor's waiters for it wake; Document already
+	// holds it.
 	OnChange func(Entry, Op)
 	Logger   *slog.Logger
 }
@@ -137,10 +139,12 @@ func (v *View) run(ctx context.Context) {
 			}
 			en, op := v.take(e)
 			if !initial {
-				v.apply()
+				// OnChange first: a waiter for this revision (WaitFor)
+				// wakes once all of it is in effect.
 				if v.opts.OnChange != nil && op != "" {
 					v.opts.OnChange(en, op)
 				}
+				v.apply()
 			}
 		}
 	}
