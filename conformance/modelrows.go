@@ -71,12 +71,15 @@ func (d *clusterDriver) InvokeAs(ctx context.Context, a authority.AccessContext,
 	return d.driver(a).InvokeAs(ctx, a, id, profile, alias, args)
 }
 
-func modelDriver(h *H) (ModelDriver, error) {
+// openModel opens a turn for Ada on a column whose driver lists for
+// models.
+func openModel(ctx context.Context, h *H) (ModelDriver, authority.AccessContext, string, error) {
 	md, ok := h.D.(ModelDriver)
 	if !ok {
-		return nil, fmt.Errorf("probe: the column's driver (%T) has no model listings", h.D)
+		return nil, authority.AccessContext{}, "", fmt.Errorf("probe: the column's driver (%T) has no model listings", h.D)
 	}
-	return md, nil
+	who, lease, err := open(ctx, h, Ada)
+	return md, who, lease, err
 }
 
 // lastProjection is the projection the turn's last tool.catalog.listed
@@ -98,11 +101,7 @@ var projectionDeterministic = Row{
 	NeedsModelListings: true,
 	Disable:            func(s *turn.Switches) { s.NoProjectionRecord = true },
 	Run: func(ctx context.Context, h *H) error {
-		md, err := modelDriver(h)
-		if err != nil {
-			return err
-		}
-		who, lease, err := open(ctx, h, Ada)
+		md, who, lease, err := openModel(ctx, h)
 		if err != nil {
 			return err
 		}
@@ -139,11 +138,7 @@ var aliasRoundTrip = Row{
 	NeedsModelListings: true,
 	Disable:            func(s *turn.Switches) { s.AnyModelName = true },
 	Run: func(ctx context.Context, h *H) error {
-		md, err := modelDriver(h)
-		if err != nil {
-			return err
-		}
-		who, lease, err := open(ctx, h, Ada)
+		md, who, lease, err := openModel(ctx, h)
 		if err != nil {
 			return err
 		}

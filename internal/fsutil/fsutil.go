@@ -16,16 +16,26 @@ import (
 // seed) finds either no file or the whole of one, never a part: one
 // creation wins, the others get fs.ErrExist and read the winner's.
 func CreateOnce(path string, data []byte) error {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+"-*")
+	tmp, err := writeTemp(path, data)
 	if err != nil {
 		return err
 	}
-	tmp := f.Name()
 	defer os.Remove(tmp)
+	return os.Link(tmp, path)
+}
+
+// writeTemp writes data, synced, to a new 0600 file beside path (whose
+// directory it creates, 0700) and returns its name.
+func writeTemp(path string, data []byte) (string, error) {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", err
+	}
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+"-*")
+	if err != nil {
+		return "", err
+	}
+	tmp := f.Name()
 	err = f.Chmod(0o600)
 	if err == nil {
 		_, err = f.Write(data)
@@ -37,9 +47,10 @@ func CreateOnce(path string, data []byte) error {
 		err = cerr
 	}
 	if err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
+		_ = os.Remove(tmp)
+		return "", fmt.Errorf("writing %s: %w", path, err)
 	}
-	return os.Link(tmp, path)
+	return tmp, nil
 }
 
 // Replace writes data to path, mode 0600, in a directory it creates
@@ -48,29 +59,11 @@ func CreateOnce(path string, data []byte) error {
 // — or a crash at any instant — sees the old content or the new, whole,
 // never a part.
 func Replace(path string, data []byte) error {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+"-*")
+	tmp, err := writeTemp(path, data)
 	if err != nil {
 		return err
 	}
-	tmp := f.Name()
-	err = f.Chmod(0o600)
-	if err == nil {
-		_, err = f.Write(data)
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
+	if err := os.Rename(tmp, path); err != nil {
 		_ = os.Remove(tmp)
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
