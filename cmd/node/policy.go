@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"time"
@@ -161,7 +162,7 @@ func policyCmd(args []string) error {
 	defer cancel()
 	rep, err := policy.NewClient(nc, c.prefix, *timeout).Do(ctx, sub, req)
 	if err != nil {
-		return policyRefusal(err, rep)
+		return policyRefusal(err)
 	}
 	switch sub {
 	case policy.OpGet:
@@ -256,10 +257,9 @@ func readBounded(path string, limit int) ([]byte, error) {
 	if st.Size() > int64(limit) {
 		return nil, fmt.Errorf("%s: %d bytes, more than %d", path, st.Size(), limit)
 	}
-	b := make([]byte, st.Size())
-	_, err = f.Read(b)
-	if st.Size() == 0 {
-		err = nil
+	b, err := io.ReadAll(io.LimitReader(f, int64(limit)+1))
+	if err == nil && len(b) > limit {
+		return nil, fmt.Errorf("%s: more than %d bytes", path, limit)
 	}
 	return b, err
 }
@@ -277,7 +277,7 @@ func printDoc(v any, asJSON bool) error {
 }
 
 // policyRefusal prints a refusal as JSON and exits 3; other errors fail.
-func policyRefusal(err error, _ policy.Reply) error {
+func policyRefusal(err error) error {
 	var re *reason.Error
 	if !errors.As(err, &re) {
 		return err
