@@ -137,17 +137,17 @@ func policyCmd(args []string) error {
 		if req.Since, err = uint("since", since, false); err != nil {
 			return err
 		}
-		b, err := readBounded(fs.Arg(0), policy.MaxDocumentBytes)
+		if _, err := readBounded(fs.Arg(0), policy.MaxDocumentBytes); err != nil {
+			return err
+		}
+		// A cluster.yaml or an export, read as the node reads its file
+		// (validated, relative paths taken from the file's directory):
+		// only its policy sections are sent.
+		fc, err := config.Load(fs.Arg(0))
 		if err != nil {
 			return err
 		}
-		// A whole cluster.yaml is a document: only its policy sections
-		// are read.
-		d, err := documentOf(b)
-		if err != nil {
-			return err
-		}
-		text, err := d.Marshal(true)
+		text, err := policy.FromConfig(fc).Marshal(true)
 		if err != nil {
 			return err
 		}
@@ -211,17 +211,6 @@ func orEmpty[T any](s []T) []T {
 		return []T{}
 	}
 	return s
-}
-
-// documentOf reads the policy sections of a cluster.yaml or an export;
-// every other section is ignored (not validated here: the node validates
-// the document against its own configuration).
-func documentOf(b []byte) (policy.Document, error) {
-	var d policy.Document
-	if err := yaml.Unmarshal(b, &d); err != nil {
-		return d, fmt.Errorf("policy: %w", err)
-	}
-	return d, nil
 }
 
 // readKeyFile reads a file as `policy get` prints it.

@@ -82,6 +82,12 @@ func TestPolicyCommands(t *testing.T) {
 	if !strings.Contains(exported, "principals:") || !strings.Contains(exported, "bob-notes-search") {
 		t.Fatalf("export printed %s", exported)
 	}
+	if err := os.WriteFile("export.yaml", []byte(exported), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, _ := cli(0, "policy", "diff", "export.yaml"); len(obj(out)["changes"].([]any)) != 0 {
+		t.Fatalf("an export read back differs from the store: %s", out)
+	}
 	list, _ := cli(0, "policy", "list")
 	if len(obj(list)["entries"].([]any)) < 5 {
 		t.Fatalf("list printed %s", list)
