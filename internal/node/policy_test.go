@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -249,4 +251,56 @@ func TestPolicyProviderAddedAndRetiredReachNewTurnsOnly(t *testing.T) {
 	for _, tr := range []*client.Turn{before, after, later} {
 		_ = tr.Close(ctx(t))
 	}
+}
+
+// Re-keying an identity: its seed file removed and its key put again (the
+// same value), the node makes a new seed and reloads; a connection made
+// with the old seed is closed and the old seed cannot connect again.
+func TestPolicyIdentityRekeyed(t *testing.T) {
+	n, _ := startConnected(t, sampleConfig(t, t.TempDir()))
+	seed := identity.SeedFile(n.CredentialsDir(), "auditor")
+	old, err := os.ReadFile(seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := make(chan struct{})
+	var once sync.Once
+	nc, err := n.Connect("auditor", nats.DisconnectErrHandler(func(*nats.Conn, error) { once.Do(func() { close(gone) }) }), nats.MaxReconnects(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if err := os.Remove(seed); err != nil {
+		t.Fatal(err)
+	}
+	k := policy.Key{Kind: policy.Identities, Name: "auditor"}
+	e, err := n.Policy().Get(ctx(t), k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.Policy().Put(ctx(t), k, e.Value, e.Revision, "admin"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-gone:
+	case <-ctx(t).Done():
+		t.Fatal("the connection with the old seed is still open")
+	}
+	fresh, err := os.ReadFile(seed)
+	if err != nil || string(fresh) == string(old) {
+		t.Fatalf("no new seed: %v", err)
+	}
+	oldFile := filepath.Join(t.TempDir(), "old.nk")
+	if err := os.WriteFile(oldFile, old, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	auth, err := identity.ConnectOptions(oldFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, err := nats.Connect(n.ClientURL(), append(auth, nats.MaxReconnects(0))...); err == nil {
+		c.Close()
+		t.Fatal("the old seed connected after the re-key")
+	}
+	connectAs(t, n, "auditor") // the new seed does
 }
