@@ -18,7 +18,11 @@ type Policy struct {
 	// confirming that its view of the bucket is current: beyond it, a
 	// listing or call is refused policy_stale (so a node cut off from the
 	// bucket's leader stops honouring a grant revoked meanwhile within
-	// this bound). Default 5s; between 100ms and 10m.
+	// this bound). Default 30s: above the time the bucket's replicas take
+	// to elect a new leader when theirs is lost (JetStream's election
+	// timeout is 4–9 s, plus catching up and a probe interval), so a
+	// leader change never makes the majority side refuse; between 100ms
+	// and 10m.
 	MaxStaleness Duration `yaml:"max_staleness"`
 	// Source says what rules once the bucket holds policy. "file"
 	// (default): this file's policy sections must equal the bucket's, or
@@ -42,7 +46,7 @@ func (p *Policy) defaults(a Audit) {
 		p.Replicas = a.Replicas
 	}
 	if p.MaxStaleness == 0 {
-		p.MaxStaleness = Duration(5 * time.Second)
+		p.MaxStaleness = Duration(30 * time.Second)
 	}
 	if p.Source == "" {
 		p.Source = PolicyFromFile

@@ -13,7 +13,7 @@ func TestPolicySectionDefaultsAndValidation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p := c.Policy; p.Bucket != "SHAREDOS_POLICY" || p.Replicas != 3 || time.Duration(p.MaxStaleness) != 5*time.Second || p.Source != config.PolicyFromFile {
+	if p := c.Policy; p.Bucket != "SHAREDOS_POLICY" || p.Replicas != 3 || time.Duration(p.MaxStaleness) != 30*time.Second || p.Source != config.PolicyFromFile {
 		t.Fatalf("defaults %+v", p)
 	}
 	for yaml, want := range map[string]string{
