@@ -69,7 +69,7 @@ func TestFaultPolicyRevokedDuringPartition(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 	revokedAt := time.Now()
-	time.Sleep(2 * callTimeout) // past policy.max_staleness (5s)
+	time.Sleep(35 * time.Second) // past policy.max_staleness (the default, 30s)
 	p.heal(t)
 	healedAt := time.Now()
 
