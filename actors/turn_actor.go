@@ -58,6 +58,8 @@ type turnActor struct {
 	// opener is the bus identity that opened the turn: attaching is
 	// for it (and the identities Options.SharesTurns names) alone.
 	opener string
+	// linger ends a finished turn's linger (finish).
+	linger *time.Timer
 	// closedReceipt is turn.closed's receipt, once recorded: a close that
 	// reaches a finished turn is answered when that record is stored.
 	closedReceipt audit.Receipt
@@ -683,15 +685,25 @@ func (a *turnActor) finish(ctx actor.Context, why string) {
 	// held registry, authority and chain go now.
 	a.m, a.stash = nil, nil
 	a.behavior.Become(a.finished)
-	ctx.SetReceiveTimeout(a.sh.opts.Linger)
+	// The linger is a timer of the turn's own, not protoactor's receive
+	// timeout: that one's timer goroutine reads the actor's context
+	// without a lock while a stopping actor clears it (a data race when
+	// the kernel stops with turns lingering).
+	root, self := ctx.ActorSystem().Root, ctx.Self()
+	a.linger = time.AfterFunc(a.sh.opts.Linger, func() { root.Send(self, lingerOver{}) })
 }
+
+// lingerOver ends a finished turn's linger.
+type lingerOver struct{}
 
 // finished answers every operation turn_closed until the linger passes.
 func (a *turnActor) finished(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
-	case *actor.ReceiveTimeout:
+	case lingerOver:
 		ctx.Stop(ctx.Self())
-	case *actor.Started, *actor.Stopping, *actor.Stopped, *actor.Restarting:
+	case *actor.Stopping:
+		a.linger.Stop()
+	case *actor.Started, *actor.Stopped, *actor.Restarting:
 	case *closeTurn, *releaseLease:
 		// Answered once turn.closed is stored, like the close that did it.
 		a.answer(ctx, ctx.Sender(), true, a.closedReceipt)
