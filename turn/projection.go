@@ -3,7 +3,6 @@ package turn
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"fmt"
 	"time"
 
 	"github.com/sharedos/sharedos/catalog"
@@ -33,8 +32,8 @@ type ProjectionRequest struct {
 	// Transport is recorded on the listing (audit.Event.Transport).
 	Transport string
 	// MaxBytes, when positive, bounds the listing's bytes: a larger one
-	// is refused invalid_request (and recorded as nothing shown), never
-	// cut — a budget or a search is how to send less.
+	// is refused invalid_request before anything is recorded, never cut —
+	// a budget or a search is how to send less.
 	MaxBytes int
 }
 
@@ -46,9 +45,8 @@ const MaxQueryBytes = 4 << 10
 // which of them a listing or search has actually shown (only those can
 // be called).
 type profileShow struct {
-	names []string       // by registry index
-	shown map[string]int // model-facing name -> registry index
-	index map[string]int // turn alias -> registry index
+	names []string          // by registry index
+	shown map[string]string // model-facing name -> turn alias
 }
 
 // Project answers a model-facing listing (or search) at now and records
@@ -103,24 +101,23 @@ func (m *Machine) Project(now time.Time, r ProjectionRequest) (projection.Projec
 		sum := sha256.Sum256([]byte(r.Query))
 		ev.Projection.QueryHash = hex.EncodeToString(sum[:])
 	}
-	aliasOf := make(map[catalog.Identity]string, len(visible))
-	for _, l := range visible {
-		aliasOf[l.Tool.Identity] = l.Alias
-	}
 	for _, t := range p.Tools {
-		alias := aliasOf[t.Identity]
+		alias := m.registry.Alias(t.Identity)
 		ev.Listed = append(ev.Listed, alias)
 		ev.Projection.Names = append(ev.Projection.Names, t.Alias)
-		show.shown[t.Alias] = show.index[alias]
+		show.shown[t.Alias] = alias
+	}
+	left := func(id catalog.Identity, why string) {
+		ev.Projection.LeftOut = append(ev.Projection.LeftOut, audit.LeftOut{Alias: m.registry.Alias(id), Why: why})
 	}
 	for _, u := range p.Unrepresentable {
-		ev.Projection.LeftOut = append(ev.Projection.LeftOut, audit.LeftOut{Alias: aliasOf[u.Tool], Why: "unrepresentable"})
+		left(u.Tool, "unrepresentable")
 	}
 	for _, id := range p.OverLimit {
-		ev.Projection.LeftOut = append(ev.Projection.LeftOut, audit.LeftOut{Alias: aliasOf[id], Why: "over_limit"})
+		left(id, "over_limit")
 	}
 	for _, id := range p.OverBudget {
-		ev.Projection.LeftOut = append(ev.Projection.LeftOut, audit.LeftOut{Alias: aliasOf[id], Why: "over_budget"})
+		left(id, "over_budget")
 	}
 	if m.cfg.Switches.NoProjectionRecord {
 		ev.Projection = nil
@@ -135,12 +132,8 @@ func (m *Machine) shownAlias(profile projection.Profile, name string) (string, b
 	if show == nil {
 		return "", false
 	}
-	i, ok := show.shown[name]
-	if !ok {
-		return "", false
-	}
-	_, alias := m.registry.At(i)
-	return alias, true
+	alias, ok := show.shown[name]
+	return alias, ok
 }
 
 // show returns the turn's names for profile, assigning them over the
@@ -150,23 +143,18 @@ func (m *Machine) show(p projection.Profile) (*profileShow, error) {
 		return s, nil
 	}
 	all := make([]projection.Listed, m.registry.Len())
-	index := make(map[string]int, len(all))
 	for i := range all {
 		t, alias := m.registry.At(i)
 		all[i] = projection.Listed{Alias: alias, Tool: t}
-		index[alias] = i
 	}
 	names, err := projection.Aliases(all, p)
 	if err != nil {
 		return nil, err
 	}
-	if len(names) != len(all) {
-		return nil, fmt.Errorf("%d names for %d tools", len(names), len(all))
-	}
 	if m.shows == nil {
 		m.shows = map[projection.Profile]*profileShow{}
 	}
-	s := &profileShow{names: names, shown: map[string]int{}, index: index}
+	s := &profileShow{names: names, shown: map[string]string{}}
 	m.shows[p] = s
 	return s, nil
 }
