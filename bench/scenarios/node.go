@@ -188,11 +188,7 @@ func (e *Env) startNode(ctx context.Context, cfg nodeConfig) (_ *node, err error
 			return nil, err
 		}
 	case ToolStatic:
-		p, err = providers.NewStatic(staticID, []providers.StaticTool{{Definition: echoDefinition,
-			Handler: func(ctx context.Context, call providers.Call) (providers.Result, error) {
-				text, out := echo(ctx, call.Arguments)
-				return providers.Result{Text: text, Structured: out}, nil
-			}}})
+		p, err = providers.NewStatic(staticID, []providers.StaticTool{{Definition: echoDefinition, Handler: echoHandler}})
 		if err != nil {
 			return nil, err
 		}

@@ -115,9 +115,7 @@ func (f *Front) list(ctx context.Context, data []byte) (messages.Message, error)
 		return nil, err
 	}
 	rep := &messages.ListReply{V: messages.Version, CatalogHash: l.CatalogHash, Tools: make([]messages.Tool, len(l.Tools)), NextCursor: l.NextCursor}
-	for _, d := range l.Degraded {
-		rep.Degraded = append(rep.Degraded, messages.ProviderFailure{Provider: d.Provider, Status: d.Status, Code: d.Reason, Message: d.Error})
-	}
+	rep.Degraded = degradedOf(l.Degraded)
 	for i, t := range l.Tools {
 		rep.Tools[i] = messages.Tool{
 			Alias: t.Alias, Provider: t.Identity.Provider, Name: t.Identity.Name, Namespace: t.Namespace, Revision: t.Revision,
@@ -126,6 +124,15 @@ func (f *Front) list(ctx context.Context, data []byte) (messages.Message, error)
 		}
 	}
 	return rep, nil
+}
+
+// degradedOf is a resolution's degraded providers as the wire names them.
+func degradedOf(ds []actors.ProviderStatus) []messages.ProviderFailure {
+	var out []messages.ProviderFailure
+	for _, d := range ds {
+		out = append(out, messages.ProviderFailure{Provider: d.Provider, Status: d.Status, Code: d.Reason, Message: d.Error})
+	}
+	return out
 }
 
 // listFor answers a listing (or search) for a model profile.
@@ -157,9 +164,7 @@ func (f *Front) listFor(ctx context.Context, access authority.AccessContext, req
 		m.OverBudget = append(m.OverBudget, messages.ToolIdentity{Provider: id.Provider, Tool: id.Name})
 	}
 	rep := &messages.ListReply{V: messages.Version, CatalogHash: ml.CatalogHash, Model: m}
-	for _, d := range ml.Degraded {
-		rep.Degraded = append(rep.Degraded, messages.ProviderFailure{Provider: d.Provider, Status: d.Status, Code: d.Reason, Message: d.Error})
-	}
+	rep.Degraded = degradedOf(ml.Degraded)
 	return rep, nil
 }
 
