@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,23 +19,9 @@ import (
 // tenant globex too, so the trail holds another tenant's records.
 func startSampleWithGlobex(t *testing.T) (*node.Node, string) {
 	t.Helper()
-	b, err := os.ReadFile("../../cluster.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	y := strings.NewReplacer("port: 4222", "port: 0", "data_dir: ./data", "data_dir: "+filepath.Join(dir, "data"), "http: 127.0.0.1:8321", "http: off").Replace(string(b))
-	cfg, err := config.Parse([]byte(y))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Identities = append(cfg.Identities, config.Identity{Name: "globex-rt", Role: "runtime", Tenants: []string{"globex"}})
-	n, err := node.Start(context.Background(), cfg, node.Options{Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = n.Shutdown(context.Background()) })
-	return n, dir
+	return startSampleWith(t, func(cfg *config.Config, _ *node.Options) {
+		cfg.Identities = append(cfg.Identities, config.Identity{Name: "globex-rt", Role: "runtime", Tenants: []string{"globex"}})
+	})
 }
 
 // An audit reader bound to tenant acme (the sample's auditor-acme)

@@ -1,11 +1,7 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
-	"log/slog"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -19,21 +15,7 @@ import (
 // whole: the sample's scratchpad MCP server is not there, so its
 // provider fails, and the listing names it in degraded (and on stderr).
 func TestTurnListSaysDegraded(t *testing.T) {
-	b, err := os.ReadFile("../../cluster.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	y := strings.NewReplacer("port: 4222", "port: 0", "data_dir: ./data", "data_dir: "+filepath.Join(dir, "data"), "http: 127.0.0.1:8321", "http: off").Replace(string(b))
-	cfg, err := config.Parse([]byte(y))
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := node.Start(context.Background(), cfg, node.Options{Logger: slog.New(slog.DiscardHandler), MCPServers: map[string]*mcp.Server{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = n.Shutdown(context.Background()) })
+	n, dir := startSampleWith(t, func(_ *config.Config, o *node.Options) { o.MCPServers = map[string]*mcp.Server{} })
 	t.Chdir(dir)
 	t.Setenv("NATS_URL", n.ClientURL())
 	if code, out, errOut := runCLI(t, "turn", "open", "--tenant", "acme", "--principal", "ada", "--ns", "notes,scratchpad"); code != 0 {

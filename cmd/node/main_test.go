@@ -32,21 +32,32 @@ func runCLI(t *testing.T, args ...string) (int, string, string) {
 // loopback port when withHTTP; Cleanup stops it.
 func startSample(t *testing.T, withHTTP bool) (*node.Node, string) {
 	t.Helper()
+	http := "off"
+	if withHTTP {
+		http = "127.0.0.1:0"
+	}
+	return startSampleWith(t, func(cfg *config.Config, _ *node.Options) { cfg.Node.HTTP = http })
+}
+
+// startSampleWith is startSample (HTTP off) with edit applied to the
+// config and the node's options before the node starts.
+func startSampleWith(t *testing.T, edit func(*config.Config, *node.Options)) (*node.Node, string) {
+	t.Helper()
 	b, err := os.ReadFile("../../cluster.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	http := "http: off"
-	if withHTTP {
-		http = "http: 127.0.0.1:0"
-	}
-	y := strings.NewReplacer("port: 4222", "port: 0", "data_dir: ./data", "data_dir: "+filepath.Join(dir, "data"), "http: 127.0.0.1:8321", http).Replace(string(b))
+	y := strings.NewReplacer("port: 4222", "port: 0", "data_dir: ./data", "data_dir: "+filepath.Join(dir, "data"), "http: 127.0.0.1:8321", "http: off").Replace(string(b))
 	cfg, err := config.Parse([]byte(y))
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := node.Start(context.Background(), cfg, node.Options{Logger: slog.New(slog.DiscardHandler)})
+	opts := node.Options{Logger: slog.New(slog.DiscardHandler)}
+	if edit != nil {
+		edit(cfg, &opts)
+	}
+	n, err := node.Start(context.Background(), cfg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
