@@ -142,6 +142,9 @@ func TestPolicyIdentityRemovedIsDisconnectedAddedIsServed(t *testing.T) {
 	case <-ctx(t).Done():
 		t.Fatal("the removed identity is still connected")
 	}
+	// The disconnect happens inside the reload; connecting before the
+	// reload returns would race nats-server's walk of its clients.
+	waitIdentities(t, n, func(s *identity.Set) bool { _, ok := s.Lookup("auditor-acme"); return !ok })
 	auth, err := identity.ConnectOptions(identity.SeedFile(n.CredentialsDir(), "auditor-acme"))
 	if err != nil {
 		t.Fatal(err)
@@ -167,15 +170,10 @@ func TestPolicyIdentityRemovedIsDisconnectedAddedIsServed(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The view applies the change, then the bus serves the new identity.
-	var nc *nats.Conn
-	for nc == nil {
-		if c, err := n.Connect("runtime2", nats.MaxReconnects(0)); err == nil {
-			nc = c
-		} else if ctx(t).Err() != nil {
-			t.Fatalf("the added identity never connected: %v", err)
-		} else {
-			time.Sleep(20 * time.Millisecond)
-		}
+	waitIdentities(t, n, func(s *identity.Set) bool { _, ok := s.Lookup("runtime2"); return ok })
+	nc, err := n.Connect("runtime2", nats.MaxReconnects(0))
+	if err != nil {
+		t.Fatalf("the added identity, once applied, does not connect: %v", err)
 	}
 	defer nc.Close()
 	turn, err := client.New(nc, nil).Open(ctx(t), client.Access{Tenant: "acme", Principal: "ada", Namespaces: []string{"notes"}})
@@ -278,6 +276,7 @@ func TestPolicyIdentityRekeyed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	before := n.Identities() // replaced once the re-keyed set is applied
 	if _, err := n.Policy().Put(ctx(t), k, e.Value, e.Revision, "admin"); err != nil {
 		t.Fatal(err)
 	}
@@ -286,6 +285,7 @@ func TestPolicyIdentityRekeyed(t *testing.T) {
 	case <-ctx(t).Done():
 		t.Fatal("the connection with the old seed is still open")
 	}
+	waitIdentities(t, n, func(s *identity.Set) bool { return s != before })
 	fresh, err := os.ReadFile(seed)
 	if err != nil || string(fresh) == string(old) {
 		t.Fatalf("no new seed: %v", err)
@@ -303,4 +303,16 @@ func TestPolicyIdentityRekeyed(t *testing.T) {
 		t.Fatal("the old seed connected after the re-key")
 	}
 	connectAs(t, n, "auditor") // the new seed does
+}
+
+// waitIdentities waits until the node's applied identity set satisfies
+// done: the node sets it once the embedded server's reload has returned.
+func waitIdentities(t *testing.T, n *node.Node, done func(*identity.Set) bool) {
+	t.Helper()
+	for !done(n.Identities()) {
+		if ctx(t).Err() != nil {
+			t.Fatal("the node never applied the policy's identities")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
