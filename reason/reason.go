@@ -91,6 +91,15 @@ const (
 	PolicyConflict Code = "policy_conflict"
 	// PolicyNotFound: the policy key holds nothing.
 	PolicyNotFound Code = "policy_not_found"
+	// AuthRequired: the tool's server needs an authorization its
+	// credential profile does not hold now (an OAuth token expired and
+	// could not be refreshed, was revoked, or was never granted for this
+	// principal); the profile must be re-authorized. The call was not run.
+	AuthRequired Code = "auth_required"
+	// InsufficientScope: the server refused the call for want of an OAuth
+	// scope the credential was not granted (step-up); the message names
+	// the scope. Re-authorizing the profile for it may allow the call.
+	InsufficientScope Code = "insufficient_scope"
 	// Internal: a SharedOS fault, not the caller's: a bug or an
 	// infrastructure failure.
 	Internal Code = "internal"
@@ -104,7 +113,7 @@ func Codes() []Code {
 		ProviderUnavailable, ProviderTimeout, ProviderError, CapabilityChanged,
 		Overloaded, InvalidRequest, NodeUnavailable, AuditUnavailable,
 		DeadlineExceeded, ResultTooLarge, RateLimited, TenantForbidden, CredentialForbidden, PolicyStale,
-		PolicyForbidden, PolicyConflict, PolicyNotFound, Internal,
+		PolicyForbidden, PolicyConflict, PolicyNotFound, AuthRequired, InsufficientScope, Internal,
 	}
 }
 
@@ -186,5 +195,7 @@ var (
 	ErrPolicyForbidden     = &Error{Code: PolicyForbidden}
 	ErrPolicyConflict      = &Error{Code: PolicyConflict}
 	ErrPolicyNotFound      = &Error{Code: PolicyNotFound}
+	ErrAuthRequired        = &Error{Code: AuthRequired}
+	ErrInsufficientScope   = &Error{Code: InsufficientScope}
 	ErrInternal            = &Error{Code: Internal}
 )

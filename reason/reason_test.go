@@ -25,6 +25,8 @@ func TestErrorsIsMatchesByCode(t *testing.T) {
 		reason.PolicyForbidden:     reason.ErrPolicyForbidden,
 		reason.PolicyConflict:      reason.ErrPolicyConflict,
 		reason.PolicyNotFound:      reason.ErrPolicyNotFound,
+		reason.AuthRequired:        reason.ErrAuthRequired,
+		reason.InsufficientScope:   reason.ErrInsufficientScope,
 		reason.Internal:            reason.ErrInternal,
 	}
 	if len(sentinels) != len(reason.Codes()) {
