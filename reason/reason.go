@@ -72,6 +72,23 @@ const (
 	// TenantForbidden: the caller's bus identity is not bound to the
 	// tenant (or principal) the request acts for (docs/security.md).
 	TenantForbidden Code = "tenant_forbidden"
+	// ApprovalRequired: an approval rule names this call and no approval
+	// is in force for it; the call did not run. The refusal carries the
+	// approval request (its id, expiry and exactly what is to be
+	// approved); once an approver approves it, the same call in the same
+	// turn runs once (docs/approvals.md).
+	ApprovalRequired Code = "approval_required"
+	// ApprovalDenied: the call's approval request was denied; the refusal
+	// carries who denied it and why. The call did not run.
+	ApprovalDenied Code = "approval_denied"
+	// ApprovalInvalid: the approval the call presented is not for this
+	// call — unknown, for another turn, tool, revision, catalogue or
+	// argument bytes, expired, or already used. The call did not run.
+	ApprovalInvalid Code = "approval_invalid"
+	// ApprovalForbidden: an approvals request (node approvals) from a bus
+	// identity that is not an approver of the request's tenant, or that
+	// separation of duties excludes; nothing was decided.
+	ApprovalForbidden Code = "approval_forbidden"
 	// CredentialForbidden: the credential profile the request names is
 	// not bound to its tenant and principal in the node's policy, or the
 	// caller's bus identity is narrowed to other profiles
@@ -109,6 +126,7 @@ const (
 func Codes() []Code {
 	return []Code{
 		UnknownTool, NamespaceDisabled, NotDiscoverable, InvalidArguments,
+		ApprovalRequired, ApprovalDenied, ApprovalInvalid, ApprovalForbidden,
 		NoMatchingGrant, StepCeilingExceeded, TurnClosed, TurnNotFound,
 		ProviderUnavailable, ProviderTimeout, ProviderError, CapabilityChanged,
 		Overloaded, InvalidRequest, NodeUnavailable, AuditUnavailable,
@@ -191,6 +209,10 @@ var (
 	ErrRateLimited         = &Error{Code: RateLimited}
 	ErrTenantForbidden     = &Error{Code: TenantForbidden}
 	ErrCredentialForbidden = &Error{Code: CredentialForbidden}
+	ErrApprovalRequired    = &Error{Code: ApprovalRequired}
+	ErrApprovalDenied      = &Error{Code: ApprovalDenied}
+	ErrApprovalInvalid     = &Error{Code: ApprovalInvalid}
+	ErrApprovalForbidden   = &Error{Code: ApprovalForbidden}
 	ErrPolicyStale         = &Error{Code: PolicyStale}
 	ErrPolicyForbidden     = &Error{Code: PolicyForbidden}
 	ErrPolicyConflict      = &Error{Code: PolicyConflict}
