@@ -18,6 +18,7 @@ import (
 
 	"github.com/goccy/go-yaml"
 
+	"github.com/sharedos/sharedos/approval"
 	"github.com/sharedos/sharedos/authority"
 	"github.com/sharedos/sharedos/catalog"
 	"github.com/sharedos/sharedos/internal/audit"
@@ -56,6 +57,44 @@ type Config struct {
 	// Policy is the store principals, credential_profiles, providers and
 	// identities live in once the node has started (policy.go).
 	Policy Policy `yaml:"policy"`
+	// Approvals name the calls that need a human's approval before they
+	// run, per tenant (docs/approvals.md). Absent: none do.
+	Approvals []ApprovalRule `yaml:"approvals"`
+}
+
+// ApprovalRule is one approval rule (approval.RuleSpec): calls of tenant
+// to tools matching every field set need an approver's approval.
+type ApprovalRule struct {
+	Tenant string `yaml:"tenant"`
+	Name   string `yaml:"name"`
+	// Capability is a capability pattern ("calendar.events.*").
+	Capability string `yaml:"capability"`
+	Provider   string `yaml:"provider"`
+	Tool       string `yaml:"tool"`
+	// Annotations each must equal the tool's; only with provider, whose
+	// annotations the operator thereby trusts.
+	Annotations map[string]any `yaml:"annotations"`
+	// Expiry is how long a request waits and an approval stays usable
+	// (default 15m).
+	Expiry Duration `yaml:"expiry"`
+	// SeparateDuties: an approver whose identity names the call's
+	// principal (identities[].principals) cannot decide it.
+	SeparateDuties bool `yaml:"separate_duties"`
+}
+
+// Spec is r as the approval package compiles it.
+func (r ApprovalRule) Spec() approval.RuleSpec {
+	return approval.RuleSpec{Tenant: r.Tenant, Name: r.Name, Capability: r.Capability, Provider: r.Provider, Tool: r.Tool,
+		Annotations: r.Annotations, Expiry: time.Duration(r.Expiry), SeparateDuties: r.SeparateDuties}
+}
+
+// ApprovalSpecs are the approval rules as the approval package compiles them.
+func ApprovalSpecs(rules []ApprovalRule) []approval.RuleSpec {
+	out := make([]approval.RuleSpec, len(rules))
+	for i, r := range rules {
+		out[i] = r.Spec()
+	}
+	return out
 }
 
 // MCP bounds the MCP front's turn table: the turns it holds execution
@@ -670,6 +709,9 @@ func (c *Config) Validate() error {
 		add("mcp: %v", err)
 	}
 	c.Policy.validate(add)
+	if _, err := approval.NewRules(ApprovalSpecs(c.Approvals)); err != nil {
+		add("approvals: %v", err)
+	}
 	for _, r := range []struct {
 		name string
 		r    Rate

@@ -25,6 +25,7 @@ type Document struct {
 	CredentialProfiles []config.CredentialProfile `yaml:"credential_profiles"`
 	Providers          []config.Provider          `yaml:"providers"`
 	Identities         []config.Identity          `yaml:"identities"`
+	Approvals          []config.ApprovalRule      `yaml:"approvals"`
 }
 
 // Bounds on what is decoded from outside the node: checked before any
@@ -47,6 +48,7 @@ func FromConfig(c *config.Config) Document {
 	return Document{
 		Principals: slices.Clone(c.Principals), CredentialProfiles: slices.Clone(c.CredentialProfiles),
 		Providers: slices.Clone(c.Providers), Identities: slices.Clone(c.Identities),
+		Approvals: slices.Clone(c.Approvals),
 	}
 }
 
@@ -54,6 +56,7 @@ func FromConfig(c *config.Config) Document {
 func (d Document) Apply(c *config.Config) *config.Config {
 	out := *c
 	out.Principals, out.CredentialProfiles, out.Providers, out.Identities = d.Principals, d.CredentialProfiles, d.Providers, d.Identities
+	out.Approvals = d.Approvals
 	return &out
 }
 
@@ -86,7 +89,7 @@ func ParseDocument(b []byte) (Document, error) {
 	if err := yaml.UnmarshalWithOptions(b, &d, yaml.Strict()); err != nil {
 		return d, fmt.Errorf("policy: document: %w", err)
 	}
-	if n := len(d.Principals) + len(d.CredentialProfiles) + len(d.Providers) + len(d.Identities); n > MaxItems {
+	if n := len(d.Principals) + len(d.CredentialProfiles) + len(d.Providers) + len(d.Identities) + len(d.Approvals); n > MaxItems {
 		return d, fmt.Errorf("%w: %d items, more than %d", ErrTooLarge, n, MaxItems)
 	}
 	return d, nil
@@ -132,6 +135,11 @@ func (d Document) Items() (map[Key][]byte, error) {
 	}
 	for _, id := range d.Identities {
 		if err := add(Key{Kind: Identities, Name: id.Name}, id); err != nil {
+			return nil, err
+		}
+	}
+	for _, r := range d.Approvals {
+		if err := add(Key{Kind: Approvals, Tenant: r.Tenant, Name: r.Name}, r); err != nil {
 			return nil, err
 		}
 	}
@@ -205,6 +213,10 @@ func DecodeItem(k Key, b []byte) ([]byte, error) {
 		var v config.Identity
 		err = yaml.UnmarshalWithOptions(b, &v, yaml.Strict())
 		d.Identities, named = []config.Identity{v}, Key{Kind: Identities, Name: v.Name}
+	case Approvals:
+		var v config.ApprovalRule
+		err = yaml.UnmarshalWithOptions(b, &v, yaml.Strict())
+		d.Approvals, named = []config.ApprovalRule{v}, Key{Kind: Approvals, Tenant: v.Tenant, Name: v.Name}
 	default:
 		return nil, fmt.Errorf("%w: kind %q", ErrInvalidKey, k.Kind)
 	}
@@ -250,6 +262,10 @@ func DocumentOf(items map[Key][]byte) (Document, error) {
 			var v config.Identity
 			err = yaml.Unmarshal(b, &v)
 			d.Identities = append(d.Identities, v)
+		case Approvals:
+			var v config.ApprovalRule
+			err = yaml.Unmarshal(b, &v)
+			d.Approvals = append(d.Approvals, v)
 		}
 		if err != nil {
 			return Document{}, fmt.Errorf("policy: %s: %w", k, err)
@@ -311,8 +327,8 @@ func Compare(from map[Key][]byte, revs map[Key]uint64, to map[Key][]byte) []Diff
 }
 
 // ItemOf is the item a canonical value of key k holds, as its
-// configuration type (config.Principal, CredentialProfile, Provider or
-// Identity): what to print for an operator, in cluster.yaml's field order.
+// configuration type (config.Principal, CredentialProfile, Provider,
+// Identity or ApprovalRule): what to print for an operator, in cluster.yaml's field order.
 func ItemOf(k Key, canonical []byte) (any, error) {
 	d, err := DocumentOf(map[Key][]byte{k: canonical})
 	if err != nil {
@@ -327,6 +343,8 @@ func ItemOf(k Key, canonical []byte) (any, error) {
 		return d.Providers[0], nil
 	case Identities:
 		return d.Identities[0], nil
+	case Approvals:
+		return d.Approvals[0], nil
 	}
 	return nil, fmt.Errorf("%w: kind %q", ErrInvalidKey, k.Kind)
 }

@@ -23,15 +23,22 @@ const (
 	// Identities: one bus identity (config.Identity), key
 	// identities.<name>.
 	Identities Kind = "identities"
+	// Approvals: one approval rule (config.ApprovalRule), key
+	// approvals.<tenant>.<name>.
+	Approvals Kind = "approvals"
 )
 
 // Kinds lists the kinds in the order a document lists its sections.
-func Kinds() []Kind { return []Kind{Grants, Credentials, Providers, Identities} }
+func Kinds() []Kind { return []Kind{Grants, Credentials, Providers, Identities, Approvals} }
+
+// tenanted reports whether keys of kind k name a tenant.
+func (k Kind) tenanted() bool { return k == Grants || k == Credentials || k == Approvals }
 
 // ErrInvalidKey is wrapped by ParseKey's errors.
 var ErrInvalidKey = errors.New("policy: invalid key")
 
-// Key names one item of policy. Tenant is set for Grants and Credentials.
+// Key names one item of policy. Tenant is set for Grants, Credentials
+// and Approvals.
 type Key struct {
 	Kind   Kind
 	Tenant string
@@ -41,12 +48,12 @@ type Key struct {
 // MaxKeyBytes bounds a key as written.
 const MaxKeyBytes = 512
 
-// String is the key as stored: its kind, then (for grants and
-// credentials) the tenant, then the name, each one token. A token made of
+// String is the key as stored: its kind, then (for grants, credentials
+// and approvals) the tenant, then the name, each one token. A token made of
 // [A-Za-z0-9_-] is written as it is; any other is "=" and its unpadded
 // base64url form, so every name has one key and every key one name.
 func (k Key) String() string {
-	if k.Kind == Grants || k.Kind == Credentials {
+	if k.Kind.tenanted() {
 		return string(k.Kind) + "." + token(k.Tenant) + "." + token(k.Name)
 	}
 	return string(k.Kind) + "." + token(k.Name)
@@ -60,13 +67,13 @@ func ParseKey(s string) (Key, error) {
 	parts := strings.Split(s, ".")
 	k := Key{Kind: Kind(parts[0])}
 	want := 2
-	if k.Kind == Grants || k.Kind == Credentials {
+	if k.Kind.tenanted() {
 		want = 3
 	}
 	switch k.Kind {
-	case Grants, Credentials, Providers, Identities:
+	case Grants, Credentials, Providers, Identities, Approvals:
 	default:
-		return Key{}, fmt.Errorf("%w: %q: the first token must be grants, credentials, providers or identities", ErrInvalidKey, s)
+		return Key{}, fmt.Errorf("%w: %q: the first token must be grants, credentials, providers, identities or approvals", ErrInvalidKey, s)
 	}
 	if len(parts) != want {
 		return Key{}, fmt.Errorf("%w: %q: a %s key has %d tokens", ErrInvalidKey, s, k.Kind, want)

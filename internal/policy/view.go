@@ -11,7 +11,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/sharedos/sharedos/approval"
 	"github.com/sharedos/sharedos/authority"
+	"github.com/sharedos/sharedos/internal/config"
 )
 
 // ViewOptions configure a View.
@@ -24,7 +26,10 @@ type ViewOptions struct {
 	// Live and before WaitFor's waiters for it wake; Document already
 	// holds it.
 	OnChange func(Entry, Op)
-	Logger   *slog.Logger
+	// Approvals, when set, is kept equal to the bucket's approval rules
+	// (approvals.<tenant>.<name>), replaced whole at each change.
+	Approvals *approval.Live
+	Logger    *slog.Logger
 }
 
 // View is a node's live copy of the store: it watches the bucket (pushed
@@ -188,18 +193,24 @@ func (v *View) take(e jetstream.KeyValueEntry) (Entry, Op) {
 	return en, Add
 }
 
-// apply makes Live hold the view's grants and bindings, then confirms
+// apply makes Live hold the view's grants and bindings (and
+// ViewOptions.Approvals its approval rules), then confirms
 // the probes and wakes the waiters the view's revision satisfies.
 func (v *View) apply() {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	items := make(map[Key][]byte, len(v.items))
 	for k, e := range v.items {
-		if k.Kind == Grants || k.Kind == Credentials {
+		if k.Kind == Grants || k.Kind == Credentials || k.Kind == Approvals {
 			items[k] = e.Value
 		}
 	}
 	d, err := DocumentOf(items)
+	if err == nil && v.opts.Approvals != nil {
+		// Each rule was validated as it was read; rules never conflict
+		// with one another (one key per tenant and name).
+		err = v.opts.Approvals.Replace(config.ApprovalSpecs(d.Approvals))
+	}
 	if err == nil {
 		grants := make(map[[2]string][]authority.GrantSpec, len(d.Principals))
 		for _, p := range d.Principals {
