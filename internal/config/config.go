@@ -151,7 +151,7 @@ type ClusterNode struct {
 // Identity is one party on the bus (see internal/identity).
 type Identity struct {
 	Name string `yaml:"name"`
-	// Role: runtime, audit, provider, node or admin.
+	// Role: runtime, audit, provider, node, admin or approver.
 	Role string `yaml:"role"`
 	// Tenants a runtime acts for or an audit reader reads; "*" for all.
 	Tenants []string `yaml:"tenants"`

@@ -280,3 +280,49 @@ func TestAdminAloneHasThePolicySubjects(t *testing.T) {
 		t.Errorf("an admin: %v", err)
 	}
 }
+
+// An approver's account has the approvals service and its own tenants'
+// announcements, nothing else; no other role has the approvals subjects.
+func TestApproverAloneHasTheApprovalSubjects(t *testing.T) {
+	ids := []identity.Identity{
+		{Name: "node", Role: identity.Node}, {Name: "admin", Role: identity.Admin},
+		{Name: "runtime", Role: identity.Runtime, Tenants: []string{"acme"}},
+		{Name: "auditor", Role: identity.Audit, Tenants: []string{identity.AllTenants}},
+		{Name: "carol", Role: identity.Approver, Tenants: []string{"acme"}, Principals: []string{"acme/carol"}},
+	}
+	keys := identity.Keys{}
+	for _, id := range ids {
+		keys[id.Name] = "U" + strings.Repeat("A", 55)
+	}
+	out, err := identity.ServerConfig(identity.Bus{Prefix: "sharedos", Stream: "S"}, ids, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Accounts map[string]json.RawMessage `json:"accounts"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatal(err)
+	}
+	for name, acc := range doc.Accounts {
+		has := strings.Contains(string(acc), `"sharedos.approvals.>"`)
+		switch name {
+		case "carol":
+			if !has || !strings.Contains(string(acc), `"sharedos.approval.requested.acme"`) ||
+				strings.Contains(string(acc), "sharedos.turn.") || strings.Contains(string(acc), "$JS.") || strings.Contains(string(acc), "sharedos.policy.") {
+				t.Errorf("the approver's account is not the approval subjects alone: %s", acc)
+			}
+		case "SHAREDOS":
+		default:
+			if has || strings.Contains(string(acc), "sharedos.approval.requested") {
+				t.Errorf("account %s names the approval subjects: %s", name, acc)
+			}
+		}
+	}
+	if err := (identity.Identity{Name: "x", Role: identity.Approver}).Validate(); err == nil {
+		t.Error("an approver bound to no tenant was accepted")
+	}
+	if !ids[4].Approves("acme") || ids[4].Approves("globex") || ids[2].Approves("acme") {
+		t.Error("Approves")
+	}
+}
