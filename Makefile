@@ -24,7 +24,7 @@ conformance:
 
 ## bench-kernel: go test benchmarks of the kernel's hot paths
 bench-kernel:
-	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./actors ./catalog ./authority ./internal/audit ./messages
+	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./actors ./catalog ./authority ./audit ./internal/auditstore ./messages
 
 ## bench: the load harness (bench/): every scenario and its floor at concurrency 1 and 64,
 ## the concurrency sweep and memory per idle open turn; prints the ratios to the floors.
@@ -76,7 +76,7 @@ MUTATION_FLAGS ?= --workers 1 --timeout-coefficient 15 --invert-logical --remove
 MUTATION_ROW_turn := turn
 MUTATION_ROW_authority := authority
 MUTATION_ROW_guard := messages:guard.go
-MUTATION_ROW_verify := internal/audit:verify.go
+MUTATION_ROW_verify := audit:verify.go
 MUTATION_ROW_catalog := catalog
 # gremlins scores every exit status 1 of `go test` as KILLED, and `go test` exits 1 when the
 # mutated package does not build; this shim in front of go turns "[build failed]" into

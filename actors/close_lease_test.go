@@ -4,8 +4,8 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/sharedos/sharedos/audit"
 	"github.com/sharedos/sharedos/conformance"
-	"github.com/sharedos/sharedos/internal/audit"
 	"github.com/sharedos/sharedos/reason"
 )
 

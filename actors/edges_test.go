@@ -17,10 +17,10 @@ import (
 	"time"
 
 	"github.com/sharedos/sharedos/actors"
+	"github.com/sharedos/sharedos/audit"
 	"github.com/sharedos/sharedos/authority"
 	"github.com/sharedos/sharedos/catalog"
 	"github.com/sharedos/sharedos/conformance"
-	"github.com/sharedos/sharedos/internal/audit"
 	"github.com/sharedos/sharedos/internal/providers"
 	"github.com/sharedos/sharedos/reason"
 )

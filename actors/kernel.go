@@ -15,9 +15,9 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/sharedos/sharedos/audit"
 	"github.com/sharedos/sharedos/authority"
 	"github.com/sharedos/sharedos/catalog"
-	"github.com/sharedos/sharedos/internal/audit"
 	"github.com/sharedos/sharedos/internal/providers"
 	"github.com/sharedos/sharedos/internal/ratelimit"
 	"github.com/sharedos/sharedos/internal/workpool"

@@ -13,9 +13,9 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sharedos/sharedos/actors"
+	"github.com/sharedos/sharedos/audit"
 	"github.com/sharedos/sharedos/authority"
 	"github.com/sharedos/sharedos/conformance"
-	"github.com/sharedos/sharedos/internal/audit"
 	"github.com/sharedos/sharedos/internal/providers"
 	"github.com/sharedos/sharedos/projection"
 	"github.com/sharedos/sharedos/reason"

@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/sharedos/sharedos/actors"
+	"github.com/sharedos/sharedos/audit"
 	"github.com/sharedos/sharedos/conformance"
-	"github.com/sharedos/sharedos/internal/audit"
 	"github.com/sharedos/sharedos/internal/providers"
 	"github.com/sharedos/sharedos/reason"
 )

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sharedos/sharedos/internal/audit"
+	"github.com/sharedos/sharedos/audit"
 )
 
 // BenchmarkMediatedCallTail is the mediated call from 64 closed-loop

@@ -2,6 +2,20 @@ package audit
 
 import (
 	"bytes"
+	"crypto/ed25519"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
 )
 
 // This file holds the format of a node's signed checkpoints: the document,
@@ -16,7 +30,6 @@ const CheckpointType Type = "audit.checkpoint"
 
 // CheckpointVersion is the checkpoint format version ("v").
 const CheckpointVersion = 1
-
 
 // Checkpoint is a node's signed statement about the events it wrote.
 //
@@ -327,4 +340,3 @@ func ParsePublicKeys(data []byte) ([]ed25519.PublicKey, error) {
 	}
 	return keys, nil
 }
-

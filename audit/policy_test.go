@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sharedos/sharedos/internal/audit"
+	"github.com/sharedos/sharedos/audit"
 )
 
 // A policy chain verifies like a turn's: opened, changes, closed, each

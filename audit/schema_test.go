@@ -12,13 +12,13 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
-	"github.com/sharedos/sharedos/internal/audit"
+	"github.com/sharedos/sharedos/audit"
 )
 
 // schemaDoc reads docs/schemas/<name>.schema.json as plain JSON.
 func schemaDoc(t *testing.T, name string) map[string]any {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("../../docs/schemas", name+".schema.json"))
+	b, err := os.ReadFile(filepath.Join("../docs/schemas", name+".schema.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +124,7 @@ func TestSchemasMatchTheGoTypes(t *testing.T) {
 	if got, want := slices.Sorted(slices.Values(enum)), slices.Sorted(slices.Values(audit.CloseReasons())); !slices.Equal(got, want) {
 		t.Errorf("turn.closed's schema allows the reasons %v; the code has %v", got, want)
 	}
-	doc, err := os.ReadFile("../../docs/audit.md")
+	doc, err := os.ReadFile("../docs/audit.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +139,7 @@ func TestSchemasMatchTheGoTypes(t *testing.T) {
 	c.DefaultDraft(jsonschema.Draft2020)
 	c.AssertFormat()
 	compile := func(name string) *jsonschema.Schema {
-		path, _ := filepath.Abs(filepath.Join("../../docs/schemas", name+".schema.json"))
+		path, _ := filepath.Abs(filepath.Join("../docs/schemas", name+".schema.json"))
 		s, err := c.Compile(path)
 		if err != nil {
 			t.Fatal(err)

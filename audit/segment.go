@@ -45,21 +45,24 @@ const MaxSegmentSize = 64 << 20
 // ErrBadSegment is wrapped by every error DecodeSegment returns.
 var ErrBadSegment = errors.New("audit: malformed segment")
 
-// appendSegmentHeader starts a segment of count records.
-func appendSegmentHeader(b []byte, count int) []byte {
+// AppendSegmentHeader starts a segment of count records: what a writer
+// that frames records as it goes appends first, then AppendSegmentRecord
+// for each of the count records.
+func AppendSegmentHeader(b []byte, count int) []byte {
 	b = append(b, SegmentMagic...)
 	b = append(b, SegmentVersion)
 	return binary.BigEndian.AppendUint32(b, uint32(count))
 }
 
-// appendSegmentRecord appends one framed record.
-func appendSegmentRecord(b, data []byte) []byte {
+// AppendSegmentRecord appends one framed record (non-empty).
+func AppendSegmentRecord(b, data []byte) []byte {
 	b = binary.BigEndian.AppendUint32(b, uint32(len(data)))
 	return append(b, data...)
 }
 
 // EncodeSegment frames records (each non-empty) as one segment. The
-// writer builds segments itself; EncodeSegment is for tools and tests.
+// writer builds segments itself (AppendSegmentHeader, AppendSegmentRecord);
+// EncodeSegment is for tools and tests.
 func EncodeSegment(records [][]byte) ([]byte, error) {
 	if len(records) == 0 {
 		return nil, errors.New("audit: a segment holds at least one record")
@@ -74,9 +77,9 @@ func EncodeSegment(records [][]byte) ([]byte, error) {
 	if n > MaxSegmentSize {
 		return nil, fmt.Errorf("audit: segment of %d bytes exceeds %d", n, MaxSegmentSize)
 	}
-	b := appendSegmentHeader(make([]byte, 0, n), len(records))
+	b := AppendSegmentHeader(make([]byte, 0, n), len(records))
 	for _, r := range records {
-		b = appendSegmentRecord(b, r)
+		b = AppendSegmentRecord(b, r)
 	}
 	return b, nil
 }

@@ -26,7 +26,7 @@ func CheckTenant(tenant string) error {
 		return fmt.Errorf("%w: the tenant is empty", ErrInvalidTenant)
 	case len(tenant) > MaxTenantBytes:
 		return fmt.Errorf("%w: tenant of %d bytes, more than %d", ErrInvalidTenant, len(tenant), MaxTenantBytes)
-	case !plainToken(tenant):
+	case !PlainToken(tenant):
 		return fmt.Errorf("%w: tenant %q must be made of A-Z, a-z, 0-9, '_' and '-'", ErrInvalidTenant, tenant)
 	}
 	return nil

@@ -159,38 +159,3 @@ func TestMoreEventsThanAttested(t *testing.T) {
 	wantOne(t, "extension after the last checkpoint, all attested", rcVerify(t, tail, opts, false), "b", 4,
 		"no checkpoint attests seq 4..6 (the trail's last checkpoint of node node-1 is 3)")
 }
-
-// Checkpointer notes a record as its turn's head before the next sink
-// takes it: the next sink (the stream) cannot store a record that a
-// snapshot taken after the store would miss.
-func TestCheckpointerNotesTheHeadBeforeHandingOn(t *testing.T) {
-	probe := &headProbe{}
-	c := &Checkpointer{next: probe, heads: map[string]*TurnHead{}}
-	probe.c = c
-	for _, r := range cpTurn(t, "node-1", "acme", "t1", 1, true) {
-		if err := c.Emit(r).Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if probe.n != 5 || probe.missed != 0 {
-		t.Fatalf("%d records handed on, %d of them before their head was noted", probe.n, probe.missed)
-	}
-}
-
-// headProbe is a Sink that checks, as it takes each record, that its
-// Checkpointer already holds it as its turn's head.
-type headProbe struct {
-	c         *Checkpointer
-	n, missed int
-}
-
-func (p *headProbe) Emit(rec *Record) Receipt {
-	p.c.mu.Lock()
-	h := p.c.heads[rec.Event.TurnID]
-	if h == nil || h.Seq != rec.Event.Seq || h.Hash != rec.Hash {
-		p.missed++
-	}
-	p.c.mu.Unlock()
-	p.n++
-	return stored
-}

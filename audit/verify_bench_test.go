@@ -13,7 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sharedos/sharedos/internal/audit"
+	"github.com/sharedos/sharedos/audit"
+	"github.com/sharedos/sharedos/internal/auditstore"
 )
 
 // benchEvents is how many events the verification benchmark's trail holds.
@@ -180,7 +181,7 @@ func (g *benchGen) checkpoint() {
 	slices.SortFunc(heads, func(a, b audit.TurnHead) int { return strings.Compare(a.TurnID, b.TurnID) })
 	clear(g.dirty)
 	for len(heads) > 0 {
-		n := min(len(heads), audit.DefaultCheckpointTurns)
+		n := min(len(heads), auditstore.DefaultCheckpointTurns)
 		cp := &audit.Checkpoint{Node: "node-1", Seq: g.cpSeq, PrevHash: g.cpPrev, Time: g.base.Add(time.Duration(len(g.recs)) * time.Microsecond), Events: uint64(g.events), Turns: heads[:n]}
 		data, err := audit.SignCheckpoint(cp, g.key)
 		if err != nil {

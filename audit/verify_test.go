@@ -21,8 +21,9 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/sharedos/sharedos/actors"
+	"github.com/sharedos/sharedos/audit"
 	"github.com/sharedos/sharedos/authority"
-	"github.com/sharedos/sharedos/internal/audit"
+	"github.com/sharedos/sharedos/internal/auditstore"
 	"github.com/sharedos/sharedos/internal/config"
 	"github.com/sharedos/sharedos/internal/natsserver/natstest"
 	"github.com/sharedos/sharedos/internal/node"
@@ -64,7 +65,7 @@ func theTrail(t *testing.T) realTrail {
 
 func buildTrail(t *testing.T) (realTrail, error) {
 	ctx := ctxFor(t, 30*time.Second)
-	b, err := os.ReadFile("../../cluster.yaml")
+	b, err := os.ReadFile("../cluster.yaml")
 	if err != nil {
 		return realTrail{}, err
 	}
@@ -86,13 +87,13 @@ func buildTrail(t *testing.T) (realTrail, error) {
 	}
 
 	_, nc := natstest.Start(t, true)
-	sink, err := audit.NewJetStreamSink(ctx, nc, audit.JetStreamOptions{Logger: quiet})
+	sink, err := auditstore.NewJetStreamSink(ctx, nc, auditstore.JetStreamOptions{Logger: quiet})
 	if err != nil {
 		return realTrail{}, err
 	}
 	defer sink.Close(context.Background())
 	pub, key, _ := ed25519.GenerateKey(rand.Reader)
-	cp, err := audit.StartCheckpointer(ctx, nc, sink, audit.CheckpointOptions{Node: "node-1", Key: key, Interval: -1, Logger: quiet})
+	cp, err := auditstore.StartCheckpointer(ctx, nc, sink, auditstore.CheckpointOptions{Node: "node-1", Key: key, Interval: -1, Logger: quiet})
 	if err != nil {
 		return realTrail{}, err
 	}
@@ -212,7 +213,7 @@ func buildTrail(t *testing.T) (realTrail, error) {
 		return realTrail{}, err
 	}
 	var recs [][]byte
-	if err := audit.ReadAll(ctx, nc, audit.TailOptions{}, func(data []byte, _ *audit.Event) error {
+	if err := auditstore.ReadAll(ctx, nc, auditstore.TailOptions{}, func(data []byte, _ *audit.Event) error {
 		recs = append(recs, data)
 		return nil
 	}); err != nil {
@@ -709,7 +710,7 @@ func TestRestrictedVerification(t *testing.T) {
 // in docs/schemas, and the schemas name every field the event types have.
 func TestSchemasDescribeRealRecords(t *testing.T) {
 	tr := theTrail(t)
-	dir := "../../docs/schemas"
+	dir := "../docs/schemas"
 	c := jsonschema.NewCompiler()
 	c.DefaultDraft(jsonschema.Draft2020)
 	c.AssertFormat()
@@ -837,7 +838,7 @@ func TestVerifyJSONLinesExport(t *testing.T) {
 // key and its state file.
 func TestNodeCheckpoints(t *testing.T) {
 	dir := t.TempDir()
-	b, err := os.ReadFile("../../cluster.yaml")
+	b, err := os.ReadFile("../cluster.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -875,7 +876,7 @@ func TestNodeCheckpoints(t *testing.T) {
 		}
 		defer n2.Shutdown(context.Background())
 		var recs [][]byte
-		if err := audit.ReadAll(ctx, n2.Conn(), audit.TailOptions{}, func(d []byte, _ *audit.Event) error {
+		if err := auditstore.ReadAll(ctx, n2.Conn(), auditstore.TailOptions{}, func(d []byte, _ *audit.Event) error {
 			recs = append(recs, d)
 			return nil
 		}); err != nil {
@@ -885,7 +886,7 @@ func TestNodeCheckpoints(t *testing.T) {
 	}
 
 	first := runTurn()
-	keyFile := audit.DefaultKeyFile(dir)
+	keyFile := auditstore.DefaultKeyFile(dir)
 	st, err := os.Stat(keyFile)
 	if err != nil || st.Mode().Perm() != 0o600 {
 		t.Fatalf("key file: %v %v", st, err)
@@ -899,7 +900,7 @@ func TestNodeCheckpoints(t *testing.T) {
 		t.Fatal("the stream does not end with the node's final checkpoint")
 	}
 	second := runTurn()
-	anchor, err := os.ReadFile(audit.DefaultStateFile(dir))
+	anchor, err := os.ReadFile(auditstore.DefaultStateFile(dir))
 	if err != nil {
 		t.Fatal(err)
 	}

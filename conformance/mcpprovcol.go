@@ -12,9 +12,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/sharedos/sharedos/actors"
+	"github.com/sharedos/sharedos/audit"
 	"github.com/sharedos/sharedos/authority"
 	"github.com/sharedos/sharedos/catalog"
-	"github.com/sharedos/sharedos/internal/audit"
 	"github.com/sharedos/sharedos/internal/mcpprovider"
 	"github.com/sharedos/sharedos/internal/providers"
 	"github.com/sharedos/sharedos/reason"

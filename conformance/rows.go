@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/sharedos/sharedos/actors"
+	"github.com/sharedos/sharedos/audit"
 	"github.com/sharedos/sharedos/authority"
-	"github.com/sharedos/sharedos/internal/audit"
 	"github.com/sharedos/sharedos/internal/providers"
 	"github.com/sharedos/sharedos/messages"
 	"github.com/sharedos/sharedos/reason"

@@ -15,8 +15,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sharedos/sharedos/actors"
+	"github.com/sharedos/sharedos/audit"
 	"github.com/sharedos/sharedos/authority"
-	"github.com/sharedos/sharedos/internal/audit"
 	"github.com/sharedos/sharedos/internal/natsserver/natstest"
 	"github.com/sharedos/sharedos/internal/providers"
 	"github.com/sharedos/sharedos/messages"

@@ -10,9 +10,9 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/sharedos/sharedos/audit"
 	"github.com/sharedos/sharedos/authority"
 	"github.com/sharedos/sharedos/catalog"
-	"github.com/sharedos/sharedos/internal/audit"
 	"github.com/sharedos/sharedos/projection"
 	"github.com/sharedos/sharedos/reason"
 )

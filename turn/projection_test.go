@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sharedos/sharedos/internal/audit"
+	"github.com/sharedos/sharedos/audit"
 	"github.com/sharedos/sharedos/projection"
 	"github.com/sharedos/sharedos/reason"
 	"github.com/sharedos/sharedos/turn"

@@ -12,10 +12,11 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/sharedos/sharedos/actors"
+	"github.com/sharedos/sharedos/audit"
 	"github.com/sharedos/sharedos/authority"
 	"github.com/sharedos/sharedos/bench/harness"
 	"github.com/sharedos/sharedos/catalog"
-	"github.com/sharedos/sharedos/internal/audit"
+	"github.com/sharedos/sharedos/internal/auditstore"
 	"github.com/sharedos/sharedos/internal/mcpprovider"
 	"github.com/sharedos/sharedos/internal/natsfront"
 	"github.com/sharedos/sharedos/internal/providers"
@@ -169,7 +170,7 @@ func (e *Env) startNode(ctx context.Context, cfg nodeConfig) (_ *node, err error
 	var sink audit.Sink = audit.Discard{}
 	if cfg.audit != AuditDiscard {
 		stream := "BENCH_" + strings.ToUpper(n.prefix)
-		js, err := audit.NewJetStreamSink(ctx, n.nc, audit.JetStreamOptions{
+		js, err := auditstore.NewJetStreamSink(ctx, n.nc, auditstore.JetStreamOptions{
 			Prefix: n.prefix, Stream: stream, Durability: cfg.audit, MaxAge: time.Hour, Logger: e.opts.Logger,
 		})
 		if err != nil {

@@ -20,7 +20,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/sharedos/sharedos/internal/audit"
+	"github.com/sharedos/sharedos/audit"
+	"github.com/sharedos/sharedos/internal/auditstore"
 )
 
 // auditSubcommands are node audit's subcommands.
@@ -55,7 +56,7 @@ func auditCmd(args []string) error {
 	}[sub])
 	var c conn
 	c.flags(fs, true)
-	var filter audit.TailFilter
+	var filter auditstore.TailFilter
 	var types, turnSel string
 	if sub != "keys" {
 		fs.StringVar(&filter.Tenant, "tenant", "", "only this tenant")
@@ -129,7 +130,7 @@ func auditCmd(args []string) error {
 	// One tenant's records are read through a push consumer pinned to
 	// the tenant's segments: all a reader bound to some tenants may do
 	// (docs/security.md), and as good for every other reader.
-	opts := audit.TailOptions{Prefix: c.prefix, Stream: c.stream, Filter: filter, Push: filter.Tenant != "" && durable == ""}
+	opts := auditstore.TailOptions{Prefix: c.prefix, Stream: c.stream, Filter: filter, Push: filter.Tenant != "" && durable == ""}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	switch sub {
@@ -137,7 +138,7 @@ func auditCmd(args []string) error {
 		opts.Durable, opts.FromStart = durable, fromStart
 		w := bufio.NewWriter(stdout)
 		err := bus.read(ctx, func(ctx context.Context) error {
-			return audit.Tail(ctx, nc, opts, func(data []byte, _ *audit.Event) error {
+			return auditstore.Tail(ctx, nc, opts, func(data []byte, _ *audit.Event) error {
 				w.Write(data)
 				w.WriteByte('\n')
 				return w.Flush()
@@ -168,7 +169,7 @@ func auditCmd(args []string) error {
 		}
 		defer pr.stop()
 		if err := bus.read(ctx, func(ctx context.Context) error {
-			return audit.ReadAll(ctx, nc, opts, func(data []byte, _ *audit.Event) error {
+			return auditstore.ReadAll(ctx, nc, opts, func(data []byte, _ *audit.Event) error {
 				n++
 				pr.add(1)
 				w.Write(data)
@@ -194,19 +195,19 @@ func auditCmd(args []string) error {
 		// all a reader bound to some tenants may read — without the
 		// checkpoints.
 		whole := opts
-		whole.Filter, whole.Push = audit.TailFilter{}, false
+		whole.Filter, whole.Push = auditstore.TailFilter{}, false
 		segmentsOnly := false
 		return verify(func(fn func([]byte) error) error {
 			n := 0
 			err := bus.read(ctx, func(ctx context.Context) error {
-				return audit.ReadAll(ctx, nc, whole, func(data []byte, _ *audit.Event) error { n++; return fn(data) })
+				return auditstore.ReadAll(ctx, nc, whole, func(data []byte, _ *audit.Event) error { n++; return fn(data) })
 			})
 			if !errors.As(err, new(busRefused)) || n > 0 || filter.Tenant == "" {
 				return err
 			}
 			segmentsOnly = true
 			return bus.read(ctx, func(ctx context.Context) error {
-				return audit.ReadAll(ctx, nc, opts, func(data []byte, _ *audit.Event) error { return fn(data) })
+				return auditstore.ReadAll(ctx, nc, opts, func(data []byte, _ *audit.Event) error { return fn(data) })
 			})
 		}, vopts, live, &segmentsOnly)
 	case "keys":
@@ -214,7 +215,7 @@ func auditCmd(args []string) error {
 			pr := startProgress(stderr, "audit keys", nil)
 			defer pr.stop()
 			return bus.read(ctx, func(ctx context.Context) error {
-				return audit.ReadAll(ctx, nc, opts, func(data []byte, _ *audit.Event) error { pr.add(1); return fn(data) })
+				return auditstore.ReadAll(ctx, nc, opts, func(data []byte, _ *audit.Event) error { pr.add(1); return fn(data) })
 			})
 		})
 	default:
@@ -222,7 +223,7 @@ func auditCmd(args []string) error {
 	}
 }
 
-func verifyOptions(filter audit.TailFilter, trust, anchors string) (audit.VerifyOptions, error) {
+func verifyOptions(filter auditstore.TailFilter, trust, anchors string) (audit.VerifyOptions, error) {
 	opts := audit.VerifyOptions{Tenant: filter.Tenant, TurnID: filter.TurnID}
 	if trust != "" {
 		b, err := os.ReadFile(trust)
@@ -365,7 +366,7 @@ func printKeys(c *conn, keyFile string, read func(func([]byte) error) error) err
 			return err
 		}
 		if cfg != nil {
-			keyFile, node = cmp.Or(cfg.Audit.KeyFile, audit.DefaultKeyFile(cfg.Node.DataDir)), cfg.Node.ID
+			keyFile, node = cmp.Or(cfg.Audit.KeyFile, auditstore.DefaultKeyFile(cfg.Node.DataDir)), cfg.Node.ID
 		}
 	}
 	if keyFile != "" {

@@ -9,7 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sharedos/sharedos/internal/audit"
+	"github.com/sharedos/sharedos/audit"
+	"github.com/sharedos/sharedos/internal/auditstore"
 )
 
 // node audit keys --local reads the key file the config names
@@ -18,7 +19,7 @@ import (
 func TestLocalKeysAreATrustFile(t *testing.T) {
 	dir := t.TempDir()
 	t.Chdir(t.TempDir()) // elsewhere
-	key, err := audit.LoadOrCreateKey(filepath.Join(dir, "keys", "signing.key"))
+	key, err := auditstore.LoadOrCreateKey(filepath.Join(dir, "keys", "signing.key"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package audit
+package auditstore
 
 import (
 	"bufio"
@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sharedos/sharedos/audit"
 
 	"github.com/sharedos/sharedos/internal/natsserver"
 	"github.com/sharedos/sharedos/internal/natsserver/natstest"
@@ -67,7 +69,7 @@ func TestKillUnderLoad(t *testing.T) {
 	_, nc := natstest.StartWithOptions(t, natsserver.Options{JetStream: true, StoreDir: dir, SyncAlways: true})
 	var all [][]byte
 	stored := map[string]bool{}
-	if err := ReadAll(ctxT(t, 30*time.Second), nc, TailOptions{}, func(data []byte, ev *Event) error {
+	if err := ReadAll(ctxT(t, 30*time.Second), nc, TailOptions{}, func(data []byte, ev *audit.Event) error {
 		if ev == nil {
 			return fmt.Errorf("undecodable record %q", data)
 		}
@@ -87,7 +89,7 @@ func TestKillUnderLoad(t *testing.T) {
 	if lost != 0 {
 		t.Fatalf("%d acked records lost", lost)
 	}
-	if rep := Verify(all, true); !rep.OK() {
+	if rep := audit.Verify(all, true); !rep.OK() {
 		t.Fatalf("Verify after the kill: %v", rep.Violations)
 	}
 }
@@ -117,7 +119,7 @@ func TestCrashChild(t *testing.T) {
 		go func() {
 			for i := 0; ; i++ {
 				for _, r := range buildTurn(t, "acme", fmt.Sprintf("n1.k%d.%d", w, i), 20) {
-					if err := Wait(t.Context(), sink.Emit(r)); err != nil {
+					if err := audit.Wait(t.Context(), sink.Emit(r)); err != nil {
 						fmt.Fprintln(os.Stderr, "receipt:", err)
 						return
 					}

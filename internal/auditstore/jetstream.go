@@ -1,4 +1,4 @@
-package audit
+package auditstore
 
 import (
 	"context"
@@ -8,10 +8,11 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sharedos/sharedos/audit"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -218,7 +219,7 @@ type group struct {
 // of each of them in acked mode.
 type segment struct {
 	tenant string
-	recs   []*Record
+	recs   []*audit.Record
 	starts []time.Time
 	size   int           // encoded size
 	done   chan struct{} // nil in async mode
@@ -277,15 +278,15 @@ func NewJetStreamSink(ctx context.Context, nc *nats.Conn, opts JetStreamOptions)
 		opts.Logger = slog.Default()
 	}
 	switch {
-	case !validSubjectTokens(opts.Prefix):
+	case !audit.PlainSubject(opts.Prefix):
 		return nil, fmt.Errorf("audit: invalid subject prefix %q: want dot-separated tokens of [A-Za-z0-9_-]", opts.Prefix)
 	case opts.Durability != DurabilityAcked && opts.Durability != DurabilityAsync:
 		return nil, fmt.Errorf("audit: invalid durability %q: want %q or %q", opts.Durability, DurabilityAcked, DurabilityAsync)
 	case opts.MaxAge < 0, opts.MaxBytes < 0, opts.Replicas < 0, opts.DuplicateWindow < 0, opts.AckTimeout < 0, opts.RetryWindow < 0,
 		opts.MaxPending < 0, opts.MaxPendingBytes < 0, opts.StallWait < 0, opts.MaxSegmentBytes < 0, opts.MaxWait < 0:
 		return nil, errors.New("audit: negative MaxAge, MaxBytes, Replicas, DuplicateWindow, AckTimeout, RetryWindow, MaxPending, MaxPendingBytes, StallWait, MaxSegmentBytes or MaxWait")
-	case opts.MaxSegmentBytes < 1024 || opts.MaxSegmentBytes > MaxSegmentSize:
-		return nil, fmt.Errorf("audit: MaxSegmentBytes %d must be between 1 KiB and %d", opts.MaxSegmentBytes, MaxSegmentSize)
+	case opts.MaxSegmentBytes < 1024 || opts.MaxSegmentBytes > audit.MaxSegmentSize:
+		return nil, fmt.Errorf("audit: MaxSegmentBytes %d must be between 1 KiB and %d", opts.MaxSegmentBytes, audit.MaxSegmentSize)
 	}
 
 	var inc [8]byte
@@ -349,98 +350,6 @@ func NewJetStreamSink(ctx context.Context, nc *nats.Conn, opts JetStreamOptions)
 
 func newGroup() *group { return &group{byTenant: make(map[string]*segment, 1)} }
 
-// Subject is the live subject of a record of tenant and type t:
-// "<prefix>.audit.live.<tenant>.<type>". After a record's segment is
-// stored, the sink publishes the record's bytes there as a core NATS
-// message, for watchers; the stream does not capture these subjects.
-// Types contain dots, so a tool.invoked record of tenant acme goes to
-// "sharedos.audit.live.acme.tool.invoked"; watchers subscribe to
-// LiveSubjects(prefix, tenant) ("<prefix>.audit.live.<tenant>.>") or
-// "<prefix>.audit.live.*.tool.invoked".
-//
-// Every audit subject is "<prefix>.audit.<kind>.<name>…" with a fixed
-// kind token — live, seg (segments) or checkpoint — before the tenant or
-// node: a tenant is never in the position of a kind, so no tenant's
-// subjects (whatever it is called: seg, checkpoint, live) match another
-// tenant's or the checkpoints, and a permission on one tenant's subjects
-// grants that tenant's and nothing else.
-//
-// The tenant must be one subject token: a tenant made only of
-// [A-Za-z0-9_-] (and not empty) is used as it is; any other tenant is
-// written as "~" followed by the lower-case hex of its bytes ("a.b" →
-// "~612e62", "" → "~"). "~" never occurs in a plain tenant, so the mapping
-// is one to one. (Configured tenants are plain: CheckTenant.)
-func Subject(prefix, tenant string, t Type) string {
-	return liveTenantPrefix(prefix, tenant) + string(t)
-}
-
-// LiveSubjects matches every live subject of tenant:
-// "<prefix>.audit.live.<TenantToken(tenant)>.>".
-func LiveSubjects(prefix, tenant string) string { return liveTenantPrefix(prefix, tenant) + ">" }
-
-// AllLiveSubjects matches the live subjects of every tenant:
-// "<prefix>.audit.live.>".
-func AllLiveSubjects(prefix string) string { return prefix + ".audit.live.>" }
-
-func liveTenantPrefix(prefix, tenant string) string {
-	return prefix + ".audit.live." + TenantToken(tenant) + "."
-}
-
-// TenantToken is the subject token for tenant; see Subject.
-func TenantToken(tenant string) string {
-	if tenant != "" && plainToken(tenant) {
-		return tenant
-	}
-	return "~" + hex.EncodeToString([]byte(tenant))
-}
-
-// SegmentSubject is the subject the segments of tenant are stored on:
-// "<prefix>.audit.seg.<TenantToken(tenant)>". A reader of one tenant
-// filters its consumer on exactly this subject, so a NATS permission on
-// the consumer-create API subject can pin a reader to its tenant.
-func SegmentSubject(prefix, tenant string) string {
-	return prefix + ".audit.seg." + TenantToken(tenant)
-}
-
-// AllSegmentsSubject matches the segments of every tenant:
-// "<prefix>.audit.seg.*".
-func AllSegmentsSubject(prefix string) string { return prefix + ".audit.seg.*" }
-
-// AllCheckpointsSubject matches every node's checkpoints:
-// "<prefix>.audit.checkpoint.*".
-func AllCheckpointsSubject(prefix string) string { return prefix + ".audit.checkpoint.*" }
-
-// StreamSubjects are the subjects of the audit stream for prefix: the
-// segments and the checkpoints, nothing else (the live per-record
-// subjects stay out of it).
-func StreamSubjects(prefix string) []string {
-	return []string{AllSegmentsSubject(prefix), AllCheckpointsSubject(prefix)}
-}
-
-func plainToken(s string) bool {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
-
-// validSubjectTokens reports whether s is one or more dot-separated
-// non-empty plain tokens (no wildcards, no whitespace).
-func validSubjectTokens(s string) bool {
-	if s == "" {
-		return false
-	}
-	for tok := range strings.SplitSeq(s, ".") {
-		if tok == "" || !plainToken(tok) {
-			return false
-		}
-	}
-	return true
-}
-
 // Emit queues rec for the writer's next commit. It does not wait for the
 // server; it blocks only when the queue is full (MaxPending or
 // MaxPendingBytes), for at most StallWait, and then refuses the record
@@ -453,19 +362,19 @@ func validSubjectTokens(s string) bool {
 // way). In async
 // mode the receipt is complete at once. A closed sink refuses every record
 // with a failed receipt (completed nil with FailOpen).
-func (s *JetStreamSink) Emit(rec *Record) Receipt {
+func (s *JetStreamSink) Emit(rec *audit.Record) audit.Receipt {
 	start := time.Now()
 	if rec == nil || rec.Event == nil {
 		return s.refuse(start, rec, reason.New(reason.Internal, "audit: nil record"))
 	}
 	ev := rec.Event
-	if !validSubjectTokens(string(ev.Type)) {
+	if !audit.PlainSubject(string(ev.Type)) {
 		return s.refuse(start, rec, reason.New(reason.Internal, "audit: event type %q is not a valid subject suffix", ev.Type))
 	}
 	if len(rec.Data) == 0 {
 		return s.refuse(start, rec, reason.New(reason.Internal, "audit: empty record"))
 	}
-	size := SegmentRecordOverhead + len(rec.Data)
+	size := audit.SegmentRecordOverhead + len(rec.Data)
 	var stall *time.Timer
 	s.mu.Lock()
 	for {
@@ -494,7 +403,7 @@ func (s *JetStreamSink) Emit(rec *Record) Receipt {
 	q := s.queue
 	seg := q.byTenant[ev.Tenant]
 	if seg == nil || seg.size+size > s.maxSeg {
-		seg = &segment{tenant: ev.Tenant, size: SegmentHeaderSize}
+		seg = &segment{tenant: ev.Tenant, size: audit.SegmentHeaderSize}
 		if s.acked {
 			seg.done = make(chan struct{})
 		}
@@ -523,18 +432,18 @@ func (s *JetStreamSink) Emit(rec *Record) Receipt {
 		}
 	}
 	if !s.acked {
-		return stored
+		return audit.Completed(nil)
 	}
 	return seg
 }
 
 // refuse reports a record that was never queued.
-func (s *JetStreamSink) refuse(start time.Time, rec *Record, err error) Receipt {
+func (s *JetStreamSink) refuse(start time.Time, rec *audit.Record, err error) audit.Receipt {
 	s.report(rec, time.Since(start), err)
 	if s.failOpen {
-		return stored
+		return audit.Completed(nil)
 	}
-	return Completed(err)
+	return audit.Completed(err)
 }
 
 // run is the writer: it commits the queue whenever it is not empty,
@@ -598,13 +507,13 @@ func (s *JetStreamSink) take() *group {
 func (s *JetStreamSink) commit(g *group) {
 	msgs := make([]*nats.Msg, len(g.segs))
 	for i, seg := range g.segs {
-		b := appendSegmentHeader(make([]byte, 0, seg.size), len(seg.recs))
+		b := audit.AppendSegmentHeader(make([]byte, 0, seg.size), len(seg.recs))
 		for _, r := range seg.recs {
-			b = appendSegmentRecord(b, r.Data)
+			b = audit.AppendSegmentRecord(b, r.Data)
 		}
 		s.segSeq++
 		msgs[i] = &nats.Msg{
-			Subject: SegmentSubject(s.prefix, seg.tenant),
+			Subject: audit.SegmentSubject(s.prefix, seg.tenant),
 			Data:    b,
 			Header: nats.Header{
 				jetstream.MsgIDHeader: []string{s.segID + strconv.FormatUint(s.segSeq, 10)},
@@ -624,7 +533,7 @@ func (s *JetStreamSink) commit(g *group) {
 			if errs[i] != nil {
 				continue
 			}
-			pfx := liveTenantPrefix(s.prefix, seg.tenant)
+			pfx := audit.Subject(s.prefix, seg.tenant, "") // the tenant's live prefix
 			for _, r := range seg.recs {
 				// A core publish only buffers; a failure here (closed
 				// connection) loses a live copy, never a stored record.
@@ -709,7 +618,7 @@ var errSinkClosed = errors.New("audit: sink closed before the stream acknowledge
 func (s *JetStreamSink) Retries() uint64 { return s.retries.Load() }
 
 // segmentHeaderValue is HeaderSegment's value: the format version.
-var segmentHeaderValue = strconv.Itoa(SegmentVersion)
+var segmentHeaderValue = strconv.Itoa(audit.SegmentVersion)
 
 func (s *JetStreamSink) resolve(seg *segment, err error) {
 	if err != nil {
@@ -732,7 +641,7 @@ func (s *JetStreamSink) resolve(seg *segment, err error) {
 }
 
 // report logs a failure (rate-limited) and calls OnPublish.
-func (s *JetStreamSink) report(rec *Record, latency time.Duration, err error) {
+func (s *JetStreamSink) report(rec *audit.Record, latency time.Duration, err error) {
 	if err != nil {
 		s.logFailure(rec, 1, err)
 	}
@@ -744,7 +653,7 @@ func (s *JetStreamSink) report(rec *Record, latency time.Duration, err error) {
 // logFailure logs at most one failure per second, counting the rest. A
 // failure the caller sees (acked, fail-closed) is a warning; one nobody
 // sees (FailOpen or async) is an error: audit records are lost.
-func (s *JetStreamSink) logFailure(rec *Record, records int, err error) {
+func (s *JetStreamSink) logFailure(rec *audit.Record, records int, err error) {
 	now := time.Now().UnixNano()
 	last := s.logLast.Load()
 	if now-last < int64(time.Second) || !s.logLast.CompareAndSwap(last, now) {

@@ -1,4 +1,4 @@
-package audit
+package auditstore
 
 import (
 	"bytes"
@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sharedos/sharedos/audit"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -35,19 +37,19 @@ var quietLogger = slog.New(slog.NewTextHandler(io.Discard, nil))
 // buildTurn returns a valid, closed chain of n (>= 4) records for one turn:
 // turn.opened, tool.catalog.resolved, [tool.catalog.listed],
 // tool.invoked/tool.completed pairs, turn.closed.
-func buildTurn(tb testing.TB, tenant, turnID string, n int) []*Record {
+func buildTurn(tb testing.TB, tenant, turnID string, n int) []*audit.Record {
 	tb.Helper()
 	if n < 4 {
 		tb.Fatalf("buildTurn: n = %d < 4", n)
 	}
-	tool := Tool{Alias: "notes_search", Provider: "notes", Name: "search", Namespace: "notes", Revision: "r1"}
+	tool := audit.Tool{Alias: "notes_search", Provider: "notes", Name: "search", Namespace: "notes", Revision: "r1"}
 	// The catalogue hash as the registry computes it (catalog/registry.go).
 	sum := sha256.Sum256([]byte(`{"tools":[{"alias":"` + tool.Alias + `","revision":"` + tool.Revision + `"}],"v":1}`))
 	catHash := hex.EncodeToString(sum[:])
 	base := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	var out []*Record
+	var out []*audit.Record
 	prev := ""
-	add := func(ev *Event) {
+	add := func(ev *audit.Event) {
 		seq := uint64(len(out))
 		ev.ID = turnID + "-" + strconv.FormatUint(seq, 10)
 		ev.Time = base.Add(time.Duration(seq) * time.Millisecond)
@@ -57,24 +59,24 @@ func buildTurn(tb testing.TB, tenant, turnID string, n int) []*Record {
 		ev.TurnID = turnID
 		ev.Seq = seq
 		ev.PrevHash = prev
-		rec, err := Encode(ev)
+		rec, err := audit.Encode(ev)
 		if err != nil {
 			tb.Fatal(err)
 		}
 		prev = rec.Hash
 		out = append(out, rec)
 	}
-	add(&Event{Type: TurnOpened, Namespaces: []string{"notes"}})
-	add(&Event{Type: CatalogResolved, CatalogHash: catHash, Catalog: &Catalog{Tools: []Tool{tool}, Providers: []ProviderStatus{{Provider: "notes", Status: "ok", Tools: 1}}}})
+	add(&audit.Event{Type: audit.TurnOpened, Namespaces: []string{"notes"}})
+	add(&audit.Event{Type: audit.CatalogResolved, CatalogHash: catHash, Catalog: &audit.Catalog{Tools: []audit.Tool{tool}, Providers: []audit.ProviderStatus{{Provider: "notes", Status: "ok", Tools: 1}}}})
 	if (n-3)%2 == 1 {
-		add(&Event{Type: CatalogListed, CatalogHash: catHash, Listed: []string{tool.Alias}})
+		add(&audit.Event{Type: audit.CatalogListed, CatalogHash: catHash, Listed: []string{tool.Alias}})
 	}
 	for call := 0; len(out) < n-1; call++ {
 		id := "call" + strconv.Itoa(call)
-		add(&Event{Type: ToolInvoked, CatalogHash: catHash, Call: &Call{ID: id, Alias: tool.Alias, Provider: tool.Provider, Name: tool.Name, Revision: tool.Revision, Step: call + 1, Decision: "allow"}})
-		add(&Event{Type: ToolCompleted, CatalogHash: catHash, Call: &Call{ID: id, Alias: tool.Alias, Outcome: "ok", Duration: 10}})
+		add(&audit.Event{Type: audit.ToolInvoked, CatalogHash: catHash, Call: &audit.Call{ID: id, Alias: tool.Alias, Provider: tool.Provider, Name: tool.Name, Revision: tool.Revision, Step: call + 1, Decision: "allow"}})
+		add(&audit.Event{Type: audit.ToolCompleted, CatalogHash: catHash, Call: &audit.Call{ID: id, Alias: tool.Alias, Outcome: "ok", Duration: 10}})
 	}
-	add(&Event{Type: TurnClosed, CatalogHash: catHash, Close: &Close{Reason: "closed", Steps: (n - 3) / 2, Events: uint64(n)}})
+	add(&audit.Event{Type: audit.TurnClosed, CatalogHash: catHash, Close: &audit.Close{Reason: "closed", Steps: (n - 3) / 2, Events: uint64(n)}})
 	return out
 }
 
@@ -113,7 +115,7 @@ func streamMsgs(t testing.TB, nc *nats.Conn, stream string) uint64 {
 func readAllData(t testing.TB, nc *nats.Conn, opts TailOptions) [][]byte {
 	t.Helper()
 	var out [][]byte
-	err := ReadAll(ctxT(t, 10*time.Second), nc, opts, func(data []byte, ev *Event) error {
+	err := ReadAll(ctxT(t, 10*time.Second), nc, opts, func(data []byte, ev *audit.Event) error {
 		if ev == nil {
 			t.Errorf("undecodable record %q", data)
 		}
@@ -138,45 +140,45 @@ func TestSubjectTenantToken(t *testing.T) {
 		{"~x", "~7e78"},
 		{"ü", "~c3bc"},
 	} {
-		if got := TenantToken(tc.tenant); got != tc.token {
+		if got := audit.TenantToken(tc.tenant); got != tc.token {
 			t.Errorf("TenantToken(%q) = %q, want %q", tc.tenant, got, tc.token)
 		}
 	}
-	if got, want := Subject("sharedos", "acme", ToolInvoked), "sharedos.audit.live.acme.tool.invoked"; got != want {
+	if got, want := audit.Subject("sharedos", "acme", audit.ToolInvoked), "sharedos.audit.live.acme.tool.invoked"; got != want {
 		t.Errorf("Subject = %q, want %q", got, want)
 	}
-	if got, want := Subject("x.y", "a.b", TurnOpened), "x.y.audit.live.~612e62.turn.opened"; got != want {
+	if got, want := audit.Subject("x.y", "a.b", audit.TurnOpened), "x.y.audit.live.~612e62.turn.opened"; got != want {
 		t.Errorf("Subject = %q, want %q", got, want)
 	}
-	if got := StreamSubjects("sharedos"); !slices.Equal(got, []string{"sharedos.audit.seg.*", "sharedos.audit.checkpoint.*"}) {
+	if got := audit.StreamSubjects("sharedos"); !slices.Equal(got, []string{"sharedos.audit.seg.*", "sharedos.audit.checkpoint.*"}) {
 		t.Errorf("StreamSubjects = %q", got)
 	}
-	if got, want := SegmentSubject("x.y", "a.b"), "x.y.audit.seg.~612e62"; got != want {
+	if got, want := audit.SegmentSubject("x.y", "a.b"), "x.y.audit.seg.~612e62"; got != want {
 		t.Errorf("SegmentSubject = %q, want %q", got, want)
 	}
 	// A tenant named like the stream's own tokens keeps its live subjects
 	// out of the stream: they have three tokens or more after "audit".
 	for _, tenant := range []string{"seg", "checkpoint"} {
-		if live := Subject("p", tenant, ToolInvoked); subjectMatches(StreamSubjects("p"), live) {
+		if live := audit.Subject("p", tenant, audit.ToolInvoked); subjectMatches(audit.StreamSubjects("p"), live) {
 			t.Errorf("live subject %q is captured by the stream", live)
 		}
-		if seg := SegmentSubject("p", tenant); !subjectMatches(StreamSubjects("p"), seg) {
+		if seg := audit.SegmentSubject("p", tenant); !subjectMatches(audit.StreamSubjects("p"), seg) {
 			t.Errorf("segment subject %q is not captured by the stream", seg)
 		}
 	}
 	// One tenant: exactly its segment subject, whatever the types.
-	f := TailFilter{Tenant: "a.b", Types: []Type{ToolInvoked, ToolInvoked, TurnClosed}}
+	f := TailFilter{Tenant: "a.b", Types: []audit.Type{audit.ToolInvoked, audit.ToolInvoked, audit.TurnClosed}}
 	subs, err := f.FilterSubjects("sharedos")
 	if err != nil || !slices.Equal(subs, []string{"sharedos.audit.seg.~612e62"}) {
 		t.Errorf("FilterSubjects = %q, %v", subs, err)
 	}
-	if subs, _ := (TailFilter{Types: []Type{ToolInvoked}}).FilterSubjects("p"); !slices.Equal(subs, []string{"p.audit.seg.*"}) {
+	if subs, _ := (TailFilter{Types: []audit.Type{audit.ToolInvoked}}).FilterSubjects("p"); !slices.Equal(subs, []string{"p.audit.seg.*"}) {
 		t.Errorf("FilterSubjects(any tenant) = %q", subs)
 	}
 	if subs, _ := (TailFilter{TurnID: "x"}).FilterSubjects("p"); subs != nil {
 		t.Errorf("FilterSubjects(turn only) = %q, want the whole stream", subs)
 	}
-	for _, f := range []TailFilter{{Types: []Type{"tool.*"}}, {Tenant: "acme", Types: []Type{"tool.>"}}} {
+	for _, f := range []TailFilter{{Types: []audit.Type{"tool.*"}}, {Tenant: "acme", Types: []audit.Type{"tool.>"}}} {
 		if _, err := f.FilterSubjects("p"); err == nil {
 			t.Errorf("wildcard type accepted as filter: %+v", f)
 		}
@@ -232,7 +234,7 @@ func TestJetStreamSinkRoundTrip(t *testing.T) {
 		}
 	}})
 	tenants := []string{"acme", "globex", "weird tenant/ü"}
-	var turns [][]*Record
+	var turns [][]*audit.Record
 	for i := range 8 {
 		turns = append(turns, buildTurn(t, tenants[i%3], fmt.Sprintf("n1.turn%d", i), 125))
 	}
@@ -240,12 +242,12 @@ func TestJetStreamSinkRoundTrip(t *testing.T) {
 	var wg sync.WaitGroup
 	for _, recs := range turns {
 		wg.Go(func() {
-			receipts := make([]Receipt, len(recs))
+			receipts := make([]audit.Receipt, len(recs))
 			for i, r := range recs {
 				receipts[i] = sink.Emit(r)
 			}
 			for i, rc := range receipts {
-				if err := Wait(ctx, rc); err != nil {
+				if err := audit.Wait(ctx, rc); err != nil {
 					t.Errorf("receipt %s: %v", recs[i].Event.ID, err)
 				}
 			}
@@ -262,7 +264,7 @@ func TestJetStreamSinkRoundTrip(t *testing.T) {
 
 	var all [][]byte
 	byTurn := map[string][][]byte{}
-	err := ReadAll(ctx, nc, TailOptions{}, func(data []byte, ev *Event) error {
+	err := ReadAll(ctx, nc, TailOptions{}, func(data []byte, ev *audit.Event) error {
 		if ev == nil {
 			return fmt.Errorf("undecodable %q", data)
 		}
@@ -287,7 +289,7 @@ func TestJetStreamSinkRoundTrip(t *testing.T) {
 			}
 		}
 	}
-	if rep := Verify(all, false); !rep.OK() || rep.Events != 1000 || rep.Closed != 8 {
+	if rep := audit.Verify(all, false); !rep.OK() || rep.Events != 1000 || rep.Closed != 8 {
 		t.Fatalf("Verify: %+v", rep)
 	}
 }
@@ -299,7 +301,7 @@ func TestJetStreamSinkSegmentMessage(t *testing.T) {
 	_, nc := natstest.Start(t, true)
 	sink := newSink(t, nc, JetStreamOptions{Prefix: "p1", Stream: "HDRS"})
 	rec := buildTurn(t, "a.b", "n1.hdr", 4)[0]
-	if err := Wait(ctxT(t, 5*time.Second), sink.Emit(rec)); err != nil {
+	if err := audit.Wait(ctxT(t, 5*time.Second), sink.Emit(rec)); err != nil {
 		t.Fatal(err)
 	}
 	js, _ := jetstream.New(nc)
@@ -338,8 +340,8 @@ func TestJetStreamSinkDuplicateReadOnce(t *testing.T) {
 	sink := newSink(t, nc, JetStreamOptions{})
 	recs := buildTurn(t, "acme", "n1.dup", 4)
 	ctx := ctxT(t, 5*time.Second)
-	for _, r := range []*Record{recs[0], recs[0], recs[1], recs[0]} {
-		if err := Wait(ctx, sink.Emit(r)); err != nil {
+	for _, r := range []*audit.Record{recs[0], recs[0], recs[1], recs[0]} {
+		if err := audit.Wait(ctx, sink.Emit(r)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -349,12 +351,12 @@ func TestJetStreamSinkDuplicateReadOnce(t *testing.T) {
 	equalData(t, "read", readAllData(t, nc, TailOptions{}), [][]byte{recs[0].Data, recs[1].Data})
 
 	js, _ := jetstream.New(nc)
-	seg, err := EncodeSegment([][]byte{recs[2].Data})
+	seg, err := audit.EncodeSegment([][]byte{recs[2].Data})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for range 2 {
-		if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: SegmentSubject(DefaultPrefix, "acme"), Data: seg},
+		if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: audit.SegmentSubject(DefaultPrefix, "acme"), Data: seg},
 			jetstream.WithMsgID("segment-x")); err != nil {
 			t.Fatal(err)
 		}
@@ -366,12 +368,12 @@ func TestJetStreamSinkDuplicateReadOnce(t *testing.T) {
 	// the verifier must see it.
 	forged := *recs[1]
 	forged.Data = bytes.Replace(recs[1].Data, []byte("notes"), []byte("NOTES"), 1)
-	if err := Wait(ctx, sink.Emit(&forged)); err != nil {
+	if err := audit.Wait(ctx, sink.Emit(&forged)); err != nil {
 		t.Fatal(err)
 	}
 	got := readAllData(t, nc, TailOptions{})
 	equalData(t, "read with forged", got, [][]byte{recs[0].Data, recs[1].Data, recs[2].Data, forged.Data})
-	if rep := Verify(got, true); rep.OK() {
+	if rep := audit.Verify(got, true); rep.OK() {
 		t.Error("Verify accepted a second record with seq 1")
 	}
 }
@@ -418,7 +420,7 @@ func TestJetStreamSinkSurvivesRestart(t *testing.T) {
 			t.Fatalf("record %d differs after restart", i)
 		}
 	}
-	if rep := Verify(got, false); !rep.OK() {
+	if rep := audit.Verify(got, false); !rep.OK() {
 		t.Fatalf("Verify: %+v", rep)
 	}
 }
@@ -465,7 +467,7 @@ func TestJetStreamSinkStreamDeleted(t *testing.T) {
 	ctx := ctxT(t, 5*time.Second)
 
 	start := time.Now()
-	err := Wait(ctx, acked.Emit(recs[0]))
+	err := audit.Wait(ctx, acked.Emit(recs[0]))
 	if err == nil {
 		t.Fatal("acked receipt succeeded without a stream")
 	}
@@ -477,7 +479,7 @@ func TestJetStreamSinkStreamDeleted(t *testing.T) {
 	}
 	t.Logf("acked, no stream: %v after %s", err, time.Since(start))
 
-	if err := Wait(ctx, open.Emit(recs[0])); err != nil {
+	if err := audit.Wait(ctx, open.Emit(recs[0])); err != nil {
 		t.Errorf("fail-open receipt: %v", err)
 	}
 	r := async.Emit(recs[0])
@@ -510,7 +512,7 @@ func TestJetStreamSinkRetriesWithinItsWindow(t *testing.T) {
 	sink := newSink(t, nc, JetStreamOptions{AckTimeout: 200 * time.Millisecond, RetryWindow: 600 * time.Millisecond})
 	recs := buildTurn(t, "acme", "n1.retry", 4)
 	ctx := ctxT(t, 30*time.Second)
-	if err := Wait(ctx, sink.Emit(recs[0])); err != nil {
+	if err := audit.Wait(ctx, sink.Emit(recs[0])); err != nil {
 		t.Fatal(err)
 	}
 	js, _ := jetstream.New(nc)
@@ -537,13 +539,13 @@ func TestJetStreamSinkRetriesWithinItsWindow(t *testing.T) {
 	if _, err := js.CreateStream(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}
-	for _, r := range []Receipt{r1, r2} {
-		if err := Wait(ctx, r); err != nil {
+	for _, r := range []audit.Receipt{r1, r2} {
+		if err := audit.Wait(ctx, r); err != nil {
 			t.Fatalf("receipt after the stream came back: %v", err)
 		}
 	}
 	var got []uint64
-	err = ReadAll(ctx, nc, TailOptions{}, func(_ []byte, ev *Event) error {
+	err = ReadAll(ctx, nc, TailOptions{}, func(_ []byte, ev *audit.Event) error {
 		got = append(got, ev.Seq)
 		return nil
 	})
@@ -566,7 +568,7 @@ func TestJetStreamSinkServerDown(t *testing.T) {
 	open := newSink(t, nc, JetStreamOptions{AckTimeout: ackTimeout, RetryWindow: once, FailOpen: true})
 	recs := buildTurn(t, "acme", "n1.down", 6)
 	ctx := ctxT(t, 5*time.Second)
-	if err := Wait(ctx, acked.Emit(recs[0])); err != nil {
+	if err := audit.Wait(ctx, acked.Emit(recs[0])); err != nil {
 		t.Fatal(err)
 	}
 	srv.Shutdown()
@@ -576,13 +578,13 @@ func TestJetStreamSinkServerDown(t *testing.T) {
 	waitDisconnected(t, nc)
 
 	start := time.Now()
-	var receipts []Receipt
+	var receipts []audit.Receipt
 	for _, r := range recs[2:4] {
 		receipts = append(receipts, acked.Emit(r))
 	}
 	ro := open.Emit(recs[4])
 	for _, rc := range receipts {
-		if err := Wait(ctx, rc); err == nil {
+		if err := audit.Wait(ctx, rc); err == nil {
 			t.Error("receipt succeeded with the server down")
 		} else if reason.Of(err) != unavailableCode ||
 			// jetstream fails what is pending when it sees the disconnect
@@ -594,10 +596,10 @@ func TestJetStreamSinkServerDown(t *testing.T) {
 	if el := time.Since(start); el > ackTimeout+500*time.Millisecond {
 		t.Errorf("receipts failed after %s, want within about %s", el, ackTimeout)
 	}
-	if err := Wait(ctx, r1); err == nil || reason.Of(err) != unavailableCode {
+	if err := audit.Wait(ctx, r1); err == nil || reason.Of(err) != unavailableCode {
 		t.Errorf("receipt emitted as the server went down: %v", err)
 	}
-	if err := Wait(ctx, ro); err != nil {
+	if err := audit.Wait(ctx, ro); err != nil {
 		t.Errorf("fail-open receipt: %v", err)
 	}
 	if got := c.failed.Load(); got != 3 {
@@ -627,14 +629,14 @@ func TestJetStreamSinkClose(t *testing.T) {
 	if err := sink.Close(ctx); err != nil {
 		t.Fatalf("second Close: %v", err)
 	}
-	err := Wait(ctx, sink.Emit(recs[1]))
+	err := audit.Wait(ctx, sink.Emit(recs[1]))
 	if err == nil || reason.Of(err) != unavailableCode {
 		t.Fatalf("Emit after Close: %v", err)
 	}
 	if err := open.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := Wait(ctx, open.Emit(recs[1])); err != nil {
+	if err := audit.Wait(ctx, open.Emit(recs[1])); err != nil {
 		t.Fatalf("fail-open Emit after Close: %v", err)
 	}
 	if n := streamMsgs(t, nc, DefaultStream); n != 1 {
@@ -645,15 +647,15 @@ func TestJetStreamSinkClose(t *testing.T) {
 func TestJetStreamSinkRefusesInvalidRecords(t *testing.T) {
 	_, nc := natstest.Start(t, true)
 	sink := newSink(t, nc, JetStreamOptions{})
-	ev := &Event{ID: "x", Type: "tool.>", TurnID: "t"}
-	rec, err := Encode(ev)
+	ev := &audit.Event{ID: "x", Type: "tool.>", TurnID: "t"}
+	rec, err := audit.Encode(ev)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := Wait(ctxT(t, time.Second), sink.Emit(rec)); err == nil {
+	if err := audit.Wait(ctxT(t, time.Second), sink.Emit(rec)); err == nil {
 		t.Error("record with a wildcard type accepted")
 	}
-	if err := Wait(ctxT(t, time.Second), sink.Emit(nil)); err == nil {
+	if err := audit.Wait(ctxT(t, time.Second), sink.Emit(nil)); err == nil {
 		t.Error("nil record accepted")
 	}
 }
@@ -671,7 +673,7 @@ func TestJetStreamSinkOverloaded(t *testing.T) {
 	waitDisconnected(t, nc)
 	// The writer takes at most one group (at most 2 records) before it is
 	// stuck for AckTimeout; 2 more can queue; the fifth record cannot.
-	var receipts []Receipt
+	var receipts []audit.Receipt
 	var refused int
 	for _, r := range recs {
 		start := time.Now()
@@ -725,9 +727,9 @@ func BenchmarkJetStreamEmit(b *testing.B) {
 	_, ncSync := natstest.StartWithOptions(b, natsserver.Options{JetStream: true, SyncAlways: true})
 	_, ncNoSync := natstest.StartWithOptions(b, natsserver.Options{JetStream: true})
 	var turnN atomic.Int64
-	records := func(n int) []*Record {
+	records := func(n int) []*audit.Record {
 		id := turnN.Add(1)
-		var out []*Record
+		var out []*audit.Record
 		for len(out) < n {
 			out = append(out, buildTurn(b, "acme", fmt.Sprintf("n1.bench%d.%d", id, len(out)), 125)...)
 		}
@@ -737,36 +739,36 @@ func BenchmarkJetStreamEmit(b *testing.B) {
 	modes := []struct {
 		name       string
 		durability string
-		f          func(b *testing.B, s *JetStreamSink, recs []*Record)
+		f          func(b *testing.B, s *JetStreamSink, recs []*audit.Record)
 	}{
-		{"acked", DurabilityAcked, func(b *testing.B, s *JetStreamSink, recs []*Record) {
+		{"acked", DurabilityAcked, func(b *testing.B, s *JetStreamSink, recs []*audit.Record) {
 			const window = 256
-			rs := make([]Receipt, 0, len(recs))
+			rs := make([]audit.Receipt, 0, len(recs))
 			for i, r := range recs {
 				if i >= window {
-					_ = Wait(ctx, rs[i-window])
+					_ = audit.Wait(ctx, rs[i-window])
 				}
 				rs = append(rs, s.Emit(r))
 			}
 			for _, r := range rs {
-				_ = Wait(ctx, r)
+				_ = audit.Wait(ctx, r)
 			}
 		}},
-		{"acked-wait-each", DurabilityAcked, func(b *testing.B, s *JetStreamSink, recs []*Record) {
+		{"acked-wait-each", DurabilityAcked, func(b *testing.B, s *JetStreamSink, recs []*audit.Record) {
 			for _, r := range recs {
-				_ = Wait(ctx, s.Emit(r))
+				_ = audit.Wait(ctx, s.Emit(r))
 			}
 		}},
-		{"acked-parallel", DurabilityAcked, func(b *testing.B, s *JetStreamSink, recs []*Record) {
+		{"acked-parallel", DurabilityAcked, func(b *testing.B, s *JetStreamSink, recs []*audit.Record) {
 			var next atomic.Int64
 			b.SetParallelism(8)
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					_ = Wait(ctx, s.Emit(recs[next.Add(1)-1]))
+					_ = audit.Wait(ctx, s.Emit(recs[next.Add(1)-1]))
 				}
 			})
 		}},
-		{"async", DurabilityAsync, func(b *testing.B, s *JetStreamSink, recs []*Record) {
+		{"async", DurabilityAsync, func(b *testing.B, s *JetStreamSink, recs []*audit.Record) {
 			for _, r := range recs {
 				s.Emit(r)
 			}

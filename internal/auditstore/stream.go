@@ -1,4 +1,4 @@
-package audit
+package auditstore
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sharedos/sharedos/audit"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -68,7 +70,7 @@ func (n StreamNeeds) Config() jetstream.StreamConfig {
 	return jetstream.StreamConfig{
 		Name:        n.Stream,
 		Description: "SharedOS audit trail: segments of hash-chained turn events, and node checkpoints",
-		Subjects:    StreamSubjects(n.Prefix),
+		Subjects:    audit.StreamSubjects(n.Prefix),
 		Retention:   jetstream.LimitsPolicy,
 		Storage:     jetstream.FileStorage,
 		MaxAge:      n.MaxAge,
@@ -138,7 +140,7 @@ func (n StreamNeeds) Problems(cfg jetstream.StreamConfig) []StreamProblem {
 			Fix:  "set audit.stream to the stream the node writes (the node creates it when missing)",
 		})
 	}
-	needed, live := StreamSubjects(n.Prefix), liveSubjects(n.Prefix)
+	needed, live := audit.StreamSubjects(n.Prefix), liveSubjects(n.Prefix)
 	var missing []string
 	for _, need := range needed {
 		if !slices.ContainsFunc(cfg.Subjects, func(s string) bool { return subjectCovers(s, need) }) {
@@ -272,7 +274,7 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, n StreamNeeds, lo
 	cfg := st.CachedInfo().Config
 	if IsLegacyStream(cfg, n.Prefix) {
 		moved := cfg
-		moved.Subjects = StreamSubjects(n.Prefix)
+		moved.Subjects = audit.StreamSubjects(n.Prefix)
 		if ps := n.Problems(moved); len(ps) > 0 {
 			return fmt.Errorf("%w (a stream made before segments: once it can serve, the node moves its subjects %s to %s)",
 				unusableError(n.Stream, ps), legacySubject(n.Prefix), strings.Join(moved.Subjects, ","))

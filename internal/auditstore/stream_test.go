@@ -1,4 +1,4 @@
-package audit
+package auditstore
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sharedos/sharedos/audit"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -155,7 +157,7 @@ func roundTrip(t *testing.T, nc *nats.Conn, sink *JetStreamSink, turnID string) 
 	recs := buildTurn(t, "acme", turnID, 6)
 	emitAll(t, sink, recs)
 	got := readAllData(t, nc, TailOptions{Filter: TailFilter{TurnID: turnID}})
-	equalData(t, turnID, got, dataOf(recs, func(*Event) bool { return true }))
+	equalData(t, turnID, got, dataOf(recs, func(*audit.Event) bool { return true }))
 }
 
 // A missing stream is created hardened: file storage, limits retention,
@@ -166,8 +168,8 @@ func TestStreamCreatedHardened(t *testing.T) {
 	js, _ := jetstream.New(nc)
 	sink := newSink(t, nc, JetStreamOptions{MaxAge: 48 * time.Hour, MaxBytes: 64 << 20, DuplicateWindow: 5 * time.Minute})
 	cfg := streamConfig(t, js, DefaultStream)
-	if !slices.Equal(cfg.Subjects, StreamSubjects(DefaultPrefix)) {
-		t.Errorf("subjects %q, want %q", cfg.Subjects, StreamSubjects(DefaultPrefix))
+	if !slices.Equal(cfg.Subjects, audit.StreamSubjects(DefaultPrefix)) {
+		t.Errorf("subjects %q, want %q", cfg.Subjects, audit.StreamSubjects(DefaultPrefix))
 	}
 	for _, c := range []struct {
 		name      string
@@ -263,7 +265,7 @@ func TestStreamOperatorHardeningAccepted(t *testing.T) {
 	js, _ := jetstream.New(nc)
 	// As a node before this change created it: no deny flags.
 	if _, err := js.CreateStream(ctxT(t, 5*time.Second), jetstream.StreamConfig{
-		Name: DefaultStream, Subjects: StreamSubjects(DefaultPrefix), Storage: jetstream.FileStorage,
+		Name: DefaultStream, Subjects: audit.StreamSubjects(DefaultPrefix), Storage: jetstream.FileStorage,
 		MaxAge: DefaultMaxAge, Duplicates: DuplicateWindow,
 	}); err != nil {
 		t.Fatal(err)
@@ -310,11 +312,11 @@ func TestStreamRefused(t *testing.T) {
 			JetStreamOptions{},
 			[]string{"(1) subjects 'sharedos.audit.seg.*' do not capture sharedos.audit.checkpoint.*, which the node writes — fix: nats stream edit SHAREDOS_AUDIT --subjects 'sharedos.audit.seg.*,sharedos.audit.checkpoint.*'"}},
 		{"memory storage",
-			jetstream.StreamConfig{Subjects: StreamSubjects(DefaultPrefix), Storage: jetstream.MemoryStorage},
+			jetstream.StreamConfig{Subjects: audit.StreamSubjects(DefaultPrefix), Storage: jetstream.MemoryStorage},
 			JetStreamOptions{},
 			[]string{"(1) storage is memory; the audit trail needs file storage — fix: storage cannot be edited"}},
 		{"fewer replicas than configured",
-			jetstream.StreamConfig{Subjects: StreamSubjects(DefaultPrefix), Storage: jetstream.FileStorage},
+			jetstream.StreamConfig{Subjects: audit.StreamSubjects(DefaultPrefix), Storage: jetstream.FileStorage},
 			JetStreamOptions{Replicas: 3},
 			[]string{"(1) replicas 1, fewer than audit.replicas 3 — fix: nats stream edit SHAREDOS_AUDIT --replicas 3"}},
 		{"all three, and a short window",
@@ -372,7 +374,7 @@ func TestStreamLegacyMovedOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := st.CachedInfo().Config
-	want.Subjects = StreamSubjects(DefaultPrefix)
+	want.Subjects = audit.StreamSubjects(DefaultPrefix)
 	var logs logBuffer
 	first := newSink(t, nc, JetStreamOptions{Logger: logs.logger()})
 	sameConfig(t, js, DefaultStream, want)

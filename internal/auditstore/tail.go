@@ -1,4 +1,4 @@
-package audit
+package auditstore
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/sharedos/sharedos/audit"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -29,7 +31,7 @@ type TailFilter struct {
 	TurnID string
 	// Types selects event types. Segments hold every type, so the types
 	// are selected in the client.
-	Types []Type
+	Types []audit.Type
 }
 
 // TailOptions configures Tail and ReadAll.
@@ -89,7 +91,7 @@ type TailOptions struct {
 // redeliveries and restarts, at the cost of one round trip per message.
 // FromStart applies when the consumer is created; an existing consumer
 // keeps its deliver policy and resumes after its last acked message.
-func Tail(ctx context.Context, nc *nats.Conn, opts TailOptions, fn func(data []byte, ev *Event) error) error {
+func Tail(ctx context.Context, nc *nats.Conn, opts TailOptions, fn func(data []byte, ev *audit.Event) error) error {
 	return tail(ctx, nc, opts, fn, false)
 }
 
@@ -97,7 +99,7 @@ func Tail(ctx context.Context, nc *nats.Conn, opts TailOptions, fn func(data []b
 // order, and returns nil when it has delivered the records stored when it
 // was called (records stored meanwhile may or may not be included). It is
 // what `node audit verify` and export read with. fn and ev are as in Tail.
-func ReadAll(ctx context.Context, nc *nats.Conn, opts TailOptions, fn func(data []byte, ev *Event) error) error {
+func ReadAll(ctx context.Context, nc *nats.Conn, opts TailOptions, fn func(data []byte, ev *audit.Event) error) error {
 	if opts.Durable != "" {
 		return errors.New("audit: ReadAll reads the whole stream through an ephemeral consumer; Durable is not supported")
 	}
@@ -111,27 +113,27 @@ func ReadAll(ctx context.Context, nc *nats.Conn, opts TailOptions, fn func(data 
 // type that is not a literal subject suffix.
 func (f TailFilter) FilterSubjects(prefix string) ([]string, error) {
 	for _, t := range f.Types {
-		if !validSubjectTokens(string(t)) {
+		if !audit.PlainSubject(string(t)) {
 			return nil, fmt.Errorf("audit: invalid event type filter %q", t)
 		}
 	}
 	switch {
 	case f.Tenant != "":
-		return []string{SegmentSubject(prefix, f.Tenant)}, nil
+		return []string{audit.SegmentSubject(prefix, f.Tenant)}, nil
 	case len(f.Types) > 0:
-		return []string{AllSegmentsSubject(prefix)}, nil
+		return []string{audit.AllSegmentsSubject(prefix)}, nil
 	}
 	return nil, nil
 }
 
-func tail(ctx context.Context, nc *nats.Conn, opts TailOptions, fn func([]byte, *Event) error, readAll bool) error {
+func tail(ctx context.Context, nc *nats.Conn, opts TailOptions, fn func([]byte, *audit.Event) error, readAll bool) error {
 	if opts.Prefix == "" {
 		opts.Prefix = DefaultPrefix
 	}
 	if opts.Stream == "" {
 		opts.Stream = DefaultStream
 	}
-	if !validSubjectTokens(opts.Prefix) {
+	if !audit.PlainSubject(opts.Prefix) {
 		return fmt.Errorf("audit: invalid subject prefix %q", opts.Prefix)
 	}
 	filters, err := opts.Filter.FilterSubjects(opts.Prefix)
@@ -311,11 +313,11 @@ func tailDurable(ctx context.Context, js jetstream.JetStream, opts TailOptions, 
 type reader struct {
 	segPrefix string // "<prefix>.audit.seg."
 	f         TailFilter
-	fn        func([]byte, *Event) error
+	fn        func([]byte, *audit.Event) error
 	seen      recentRecords
 }
 
-func newReader(prefix string, f TailFilter, fn func([]byte, *Event) error) *reader {
+func newReader(prefix string, f TailFilter, fn func([]byte, *audit.Event) error) *reader {
 	return &reader{segPrefix: prefix + ".audit.seg.", f: f, fn: fn}
 }
 
@@ -325,17 +327,17 @@ func (r *reader) message(subject string, data []byte) error {
 		// A checkpoint, or a record stored before segments.
 		return r.record(data)
 	}
-	if _, err := checkSegment(data); err != nil {
+	if _, err := audit.SegmentCount(data); err != nil {
 		// Not a segment this reader can read: the whole message is
 		// delivered as one undecodable record, for a verifier to report.
 		return r.fn(data, nil)
 	}
-	return DecodeSegment(data, r.record)
+	return audit.DecodeSegment(data, r.record)
 }
 
 // record applies the filter to one record and delivers it.
 func (r *reader) record(data []byte) error {
-	var e Event
+	var e audit.Event
 	if json.Unmarshal(data, &e) != nil {
 		return r.fn(data, nil)
 	}

@@ -1,4 +1,4 @@
-package audit
+package auditstore
 
 import (
 	"context"

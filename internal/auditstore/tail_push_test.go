@@ -1,10 +1,12 @@
-package audit
+package auditstore
 
 import (
 	"context"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sharedos/sharedos/audit"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -25,7 +27,7 @@ func TestPushReadRefusesAnotherConsumersDeliveries(t *testing.T) {
 	done := make(chan error, 1)
 	var got int
 	go func() {
-		done <- Tail(ctx, nc, TailOptions{Filter: TailFilter{Tenant: "acme"}, Push: true}, func([]byte, *Event) error {
+		done <- Tail(ctx, nc, TailOptions{Filter: TailFilter{Tenant: "acme"}, Push: true}, func([]byte, *audit.Event) error {
 			got++
 			return nil
 		})
@@ -54,7 +56,7 @@ func TestPushReadRefusesAnotherConsumersDeliveries(t *testing.T) {
 		}
 	}
 	if _, err := js.CreatePushConsumer(ctxT(t, 5*time.Second), DefaultStream, jetstream.ConsumerConfig{
-		Name: "replayer", FilterSubject: SegmentSubject(DefaultPrefix, "acme"), DeliverSubject: inbox,
+		Name: "replayer", FilterSubject: audit.SegmentSubject(DefaultPrefix, "acme"), DeliverSubject: inbox,
 		DeliverPolicy: jetstream.DeliverAllPolicy, AckPolicy: jetstream.AckNonePolicy,
 	}); err != nil {
 		t.Fatal(err)

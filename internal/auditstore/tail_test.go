@@ -1,4 +1,4 @@
-package audit
+package auditstore
 
 import (
 	"bytes"
@@ -10,18 +10,20 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sharedos/sharedos/audit"
+
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sharedos/sharedos/internal/natsserver/natstest"
 )
 
-func emitAll(t testing.TB, s *JetStreamSink, recs ...[]*Record) {
+func emitAll(t testing.TB, s *JetStreamSink, recs ...[]*audit.Record) {
 	t.Helper()
 	ctx := ctxT(t, 5*time.Second)
 	for _, rs := range recs {
 		for _, r := range rs {
-			if err := Wait(ctx, s.Emit(r)); err != nil {
+			if err := audit.Wait(ctx, s.Emit(r)); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -42,7 +44,7 @@ func startTail(t *testing.T, nc *nats.Conn, opts TailOptions) *tailCollector {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &tailCollector{notify: make(chan struct{}, 1), done: make(chan error, 1), cancel: cancel}
 	go func() {
-		c.done <- Tail(ctx, nc, opts, func(data []byte, ev *Event) error {
+		c.done <- Tail(ctx, nc, opts, func(data []byte, ev *audit.Event) error {
 			if ev == nil {
 				t.Errorf("undecodable %q", data)
 			}
@@ -96,7 +98,7 @@ func (c *tailCollector) stop(t *testing.T) {
 	}
 }
 
-func dataOf(recs []*Record, keep func(*Event) bool) [][]byte {
+func dataOf(recs []*audit.Record, keep func(*audit.Event) bool) [][]byte {
 	var out [][]byte
 	for _, r := range recs {
 		if keep(r.Event) {
@@ -130,19 +132,19 @@ func TestTailFiltersLive(t *testing.T) {
 	// The first half of every turn is stored before the tails start.
 	emitAll(t, sink, a1[:6], a2[:6], g1[:6], w1[:6])
 
-	invoked := func(ev *Event) bool { return ev.Type == ToolInvoked || ev.Type == TurnClosed }
+	invoked := func(ev *audit.Event) bool { return ev.Type == audit.ToolInvoked || ev.Type == audit.TurnClosed }
 	cases := []struct {
 		name string
 		f    TailFilter
-		keep func(*Event) bool
+		keep func(*audit.Event) bool
 	}{
-		{"tenant", TailFilter{Tenant: "acme"}, func(ev *Event) bool { return ev.Tenant == "acme" }},
-		{"tenant-hex", TailFilter{Tenant: "we.ird"}, func(ev *Event) bool { return ev.Tenant == "we.ird" }},
-		{"turn", TailFilter{TurnID: "n1.a2"}, func(ev *Event) bool { return ev.TurnID == "n1.a2" }},
-		{"types", TailFilter{Types: []Type{ToolInvoked, TurnClosed}}, invoked},
-		{"tenant+turn+type", TailFilter{Tenant: "acme", TurnID: "n1.a1", Types: []Type{ToolInvoked, TurnClosed}},
-			func(ev *Event) bool { return ev.TurnID == "n1.a1" && invoked(ev) }},
-		{"everything", TailFilter{}, func(*Event) bool { return true }},
+		{"tenant", TailFilter{Tenant: "acme"}, func(ev *audit.Event) bool { return ev.Tenant == "acme" }},
+		{"tenant-hex", TailFilter{Tenant: "we.ird"}, func(ev *audit.Event) bool { return ev.Tenant == "we.ird" }},
+		{"turn", TailFilter{TurnID: "n1.a2"}, func(ev *audit.Event) bool { return ev.TurnID == "n1.a2" }},
+		{"types", TailFilter{Types: []audit.Type{audit.ToolInvoked, audit.TurnClosed}}, invoked},
+		{"tenant+turn+type", TailFilter{Tenant: "acme", TurnID: "n1.a1", Types: []audit.Type{audit.ToolInvoked, audit.TurnClosed}},
+			func(ev *audit.Event) bool { return ev.TurnID == "n1.a1" && invoked(ev) }},
+		{"everything", TailFilter{}, func(*audit.Event) bool { return true }},
 	}
 	tails := make([]*tailCollector, len(cases))
 	for i, tc := range cases {
@@ -195,7 +197,7 @@ func TestTailNewOnly(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	emitAll(t, sink, recs[4:])
-	equalData(t, "new only", c.waitFor(t, 6), dataOf(recs[4:], func(*Event) bool { return true }))
+	equalData(t, "new only", c.waitFor(t, 6), dataOf(recs[4:], func(*audit.Event) bool { return true }))
 }
 
 // A durable consumer resumes where the last run stopped; a record fn
@@ -211,7 +213,7 @@ func TestTailDurableResumes(t *testing.T) {
 
 	// First run: take 3 records, fail the 4th.
 	var got [][]byte
-	err := Tail(ctxT(t, 5*time.Second), nc, opts, func(data []byte, ev *Event) error {
+	err := Tail(ctxT(t, 5*time.Second), nc, opts, func(data []byte, ev *audit.Event) error {
 		if len(got) == 3 {
 			return errStop
 		}
@@ -228,7 +230,7 @@ func TestTailDurableResumes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	var once sync.Once
-	err = Tail(ctx, nc, opts, func(data []byte, ev *Event) error {
+	err = Tail(ctx, nc, opts, func(data []byte, ev *audit.Event) error {
 		once.Do(func() {
 			go func() {
 				for _, r := range more {
@@ -245,7 +247,7 @@ func TestTailDurableResumes(t *testing.T) {
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("second Tail = %v", err)
 	}
-	equalData(t, "durable", got, dataOf(slices.Concat(a, more), func(*Event) bool { return true }))
+	equalData(t, "durable", got, dataOf(slices.Concat(a, more), func(*audit.Event) bool { return true }))
 
 	js, _ := jetstream.New(nc)
 	cons, err := js.Consumer(ctxT(t, 5*time.Second), DefaultStream, "ext-sub")
@@ -263,7 +265,7 @@ func TestTailDurableResumes(t *testing.T) {
 	got = nil
 	ctx2, cancel2 := context.WithCancel(context.Background())
 	defer cancel2()
-	err = Tail(ctx2, nc, opts, func(data []byte, ev *Event) error {
+	err = Tail(ctx2, nc, opts, func(data []byte, ev *audit.Event) error {
 		got = append(got, data)
 		cancel2()
 		return nil
@@ -273,7 +275,7 @@ func TestTailDurableResumes(t *testing.T) {
 	}
 	ctx2, cancel2 = context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel2()
-	err = Tail(ctx2, nc, opts, func(data []byte, ev *Event) error {
+	err = Tail(ctx2, nc, opts, func(data []byte, ev *audit.Event) error {
 		got = append(got, data)
 		if len(got) == len(later) {
 			cancel2()
@@ -283,13 +285,13 @@ func TestTailDurableResumes(t *testing.T) {
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("resumed Tail = %v after %d records", err, len(got))
 	}
-	equalData(t, "durable after stop", got, dataOf(later, func(*Event) bool { return true }))
+	equalData(t, "durable after stop", got, dataOf(later, func(*audit.Event) bool { return true }))
 
 	// A run without FromStart keeps the consumer's policy and sees nothing old.
 	opts.FromStart = false
 	ctx3, cancel3 := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel3()
-	err = Tail(ctx3, nc, opts, func(data []byte, ev *Event) error { return errors.New("unexpected record") })
+	err = Tail(ctx3, nc, opts, func(data []byte, ev *audit.Event) error { return errors.New("unexpected record") })
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("third Tail = %v", err)
 	}
@@ -304,15 +306,15 @@ func TestReadAllFilteredAndEmpty(t *testing.T) {
 	a := buildTurn(t, "acme", "n1.ra", 20)
 	g := buildTurn(t, "globex", "n1.rg", 20)
 	emitAll(t, sink, a[:10], g, a[10:])
-	equalData(t, "turn", readAllData(t, nc, TailOptions{Filter: TailFilter{TurnID: "n1.ra"}}), dataOf(a, func(*Event) bool { return true }))
-	equalData(t, "tenant", readAllData(t, nc, TailOptions{Filter: TailFilter{Tenant: "globex"}}), dataOf(g, func(*Event) bool { return true }))
+	equalData(t, "turn", readAllData(t, nc, TailOptions{Filter: TailFilter{TurnID: "n1.ra"}}), dataOf(a, func(*audit.Event) bool { return true }))
+	equalData(t, "tenant", readAllData(t, nc, TailOptions{Filter: TailFilter{Tenant: "globex"}}), dataOf(g, func(*audit.Event) bool { return true }))
 	if got := readAllData(t, nc, TailOptions{Filter: TailFilter{Tenant: "nobody"}}); len(got) != 0 {
 		t.Fatalf("unknown tenant: %d records", len(got))
 	}
-	if got := readAllData(t, nc, TailOptions{Filter: TailFilter{Types: []Type{TurnOpened}}}); len(got) != 2 {
+	if got := readAllData(t, nc, TailOptions{Filter: TailFilter{Types: []audit.Type{audit.TurnOpened}}}); len(got) != 2 {
 		t.Fatalf("turn.opened: %d records", len(got))
 	}
-	if err := ReadAll(ctxT(t, time.Second), nc, TailOptions{Durable: "x"}, func([]byte, *Event) error { return nil }); err == nil {
+	if err := ReadAll(ctxT(t, time.Second), nc, TailOptions{Durable: "x"}, func([]byte, *audit.Event) error { return nil }); err == nil {
 		t.Error("ReadAll accepted Durable")
 	}
 	// The consumers ReadAll created are gone.
@@ -325,7 +327,7 @@ func TestReadAllFilteredAndEmpty(t *testing.T) {
 		t.Errorf("%d consumers left behind", n)
 	}
 	// While records keep arriving, ReadAll still ends.
-	var busy [][]*Record
+	var busy [][]*audit.Record
 	for i := range 500 {
 		busy = append(busy, buildTurn(t, "acme", "n1.busy"+strconv.Itoa(i), 4))
 	}
@@ -361,13 +363,13 @@ func TestReadAllUndecodable(t *testing.T) {
 	recs := buildTurn(t, "acme", "n1.bad", 4)
 	emitAll(t, sink, recs[:2])
 	js, _ := jetstream.New(nc)
-	notJSON, err := EncodeSegment([][]byte{[]byte("not json")})
+	notJSON, err := audit.EncodeSegment([][]byte{[]byte("not json")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	truncated := []byte("SOSA\x01\x00\x00\x00\x02\x00\x00\x00\x02{}")
 	for _, data := range [][]byte{notJSON, truncated} {
-		if _, err := js.PublishMsg(ctxT(t, 5*time.Second), &nats.Msg{Subject: SegmentSubject(DefaultPrefix, "acme"), Data: data}); err != nil {
+		if _, err := js.PublishMsg(ctxT(t, 5*time.Second), &nats.Msg{Subject: audit.SegmentSubject(DefaultPrefix, "acme"), Data: data}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -376,7 +378,7 @@ func TestReadAllUndecodable(t *testing.T) {
 	var nilEvents int
 	for _, turn := range []string{"", "n1.bad", "n1.other"} {
 		all, nilEvents = nil, 0
-		err := ReadAll(ctxT(t, 5*time.Second), nc, TailOptions{Filter: TailFilter{TurnID: turn}}, func(data []byte, ev *Event) error {
+		err := ReadAll(ctxT(t, 5*time.Second), nc, TailOptions{Filter: TailFilter{TurnID: turn}}, func(data []byte, ev *audit.Event) error {
 			if ev == nil {
 				nilEvents++
 			}
@@ -398,11 +400,11 @@ func TestReadAllUndecodable(t *testing.T) {
 		}
 	}
 	all = nil
-	_ = ReadAll(ctxT(t, 5*time.Second), nc, TailOptions{}, func(data []byte, _ *Event) error { all = append(all, data); return nil })
+	_ = ReadAll(ctxT(t, 5*time.Second), nc, TailOptions{}, func(data []byte, _ *audit.Event) error { all = append(all, data); return nil })
 	if !bytes.Equal(all[3], truncated) {
 		t.Errorf("the malformed segment is not delivered whole: %q", all[3])
 	}
-	if rep := Verify(all, false); rep.OK() {
+	if rep := audit.Verify(all, false); rep.OK() {
 		t.Error("Verify accepted a trail with an undecodable record")
 	}
 }

@@ -1,8 +1,9 @@
-package audit
+package auditstore
 
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -11,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sharedos/sharedos/audit"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -56,12 +59,12 @@ func TestGroupCommitSegments(t *testing.T) {
 		t.Fatal(err)
 	}
 	tenants := []string{"acme", "globex", "we.ird"}
-	var turns [][]*Record
+	var turns [][]*audit.Record
 	for i := range 30 {
 		turns = append(turns, buildTurn(t, tenants[i%3], fmt.Sprintf("n1.g%d", i), 10))
 	}
 	var mu sync.Mutex
-	var receipts []Receipt
+	var receipts []audit.Receipt
 	var wg sync.WaitGroup
 	for w := range 3 {
 		wg.Go(func() {
@@ -96,7 +99,7 @@ func TestGroupCommitSegments(t *testing.T) {
 	segs := storedSegments(t, nc, DefaultStream)
 	records := 0
 	for _, m := range segs {
-		n, err := SegmentCount(m.Data)
+		n, err := audit.SegmentCount(m.Data)
 		if err != nil {
 			t.Fatalf("message %d: %v", m.Sequence, err)
 		}
@@ -105,19 +108,19 @@ func TestGroupCommitSegments(t *testing.T) {
 			t.Errorf("segment %d: %d bytes holding %d records, more than MaxSegmentBytes", m.Sequence, len(m.Data), n)
 		}
 		var tenant string
-		_ = DecodeSegment(m.Data, func(r []byte) error {
-			var ev leanEvent
-			if !ev.parse(r) {
-				t.Fatalf("record %q does not parse", r)
+		_ = audit.DecodeSegment(m.Data, func(r []byte) error {
+			var ev audit.Event
+			if err := json.Unmarshal(r, &ev); err != nil {
+				t.Fatalf("record %q does not parse: %v", r, err)
 			}
 			if tenant == "" {
-				tenant = string(ev.tenant)
-			} else if string(ev.tenant) != tenant {
-				t.Errorf("segment %d mixes tenants %q and %q", m.Sequence, tenant, ev.tenant)
+				tenant = ev.Tenant
+			} else if ev.Tenant != tenant {
+				t.Errorf("segment %d mixes tenants %q and %q", m.Sequence, tenant, ev.Tenant)
 			}
 			return nil
 		})
-		if m.Subject != SegmentSubject(DefaultPrefix, tenant) {
+		if m.Subject != audit.SegmentSubject(DefaultPrefix, tenant) {
 			t.Errorf("segment %d of tenant %q on %q", m.Sequence, tenant, m.Subject)
 		}
 	}
@@ -128,7 +131,7 @@ func TestGroupCommitSegments(t *testing.T) {
 
 	byTurn := map[string][][]byte{}
 	var all [][]byte
-	if err := ReadAll(ctxT(t, 10*time.Second), nc, TailOptions{}, func(data []byte, ev *Event) error {
+	if err := ReadAll(ctxT(t, 10*time.Second), nc, TailOptions{}, func(data []byte, ev *audit.Event) error {
 		byTurn[ev.TurnID] = append(byTurn[ev.TurnID], data)
 		all = append(all, data)
 		return nil
@@ -136,9 +139,9 @@ func TestGroupCommitSegments(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, recs := range turns {
-		equalData(t, recs[0].Event.TurnID, byTurn[recs[0].Event.TurnID], dataOf(recs, func(*Event) bool { return true }))
+		equalData(t, recs[0].Event.TurnID, byTurn[recs[0].Event.TurnID], dataOf(recs, func(*audit.Event) bool { return true }))
 	}
-	if rep := Verify(all, false); !rep.OK() || rep.Events != 300 {
+	if rep := audit.Verify(all, false); !rep.OK() || rep.Events != 300 {
 		t.Fatalf("Verify: %+v", rep)
 	}
 }
@@ -192,7 +195,7 @@ func TestLiveCopies(t *testing.T) {
 		t.Fatalf("%d live copies, want 3", len(copies))
 	}
 	for i, l := range copies {
-		if l.subject != Subject(DefaultPrefix, "acme", recs[i].Event.Type) || !bytes.Equal(l.data, recs[i].Data) {
+		if l.subject != audit.Subject(DefaultPrefix, "acme", recs[i].Event.Type) || !bytes.Equal(l.data, recs[i].Data) {
 			t.Errorf("live copy %d: %s %q", i, l.subject, l.data)
 		}
 	}
@@ -200,7 +203,7 @@ func TestLiveCopies(t *testing.T) {
 	// segments only.
 	stored := 0
 	for _, m := range storedSegments(t, nc, DefaultStream) {
-		n, err := SegmentCount(m.Data)
+		n, err := audit.SegmentCount(m.Data)
 		if err != nil || !strings.HasPrefix(m.Subject, DefaultPrefix+".audit.seg.") {
 			t.Errorf("stream message %d on %s is not a segment: %v", m.Sequence, m.Subject, err)
 		}
@@ -214,7 +217,7 @@ func TestLiveCopies(t *testing.T) {
 	if err := js.DeleteStream(ctxT(t, 5*time.Second), DefaultStream); err != nil {
 		t.Fatal(err)
 	}
-	if err := Wait(ctxT(t, 5*time.Second), sink.Emit(recs[3])); err == nil {
+	if err := audit.Wait(ctxT(t, 5*time.Second), sink.Emit(recs[3])); err == nil {
 		t.Fatal("receipt succeeded without a stream")
 	}
 	if copies := marker(); len(copies) != 0 {
@@ -235,7 +238,7 @@ func TestStreamUpgradeFromRecordSubjects(t *testing.T) {
 	recs := buildTurn(t, "acme", "n1.old", 6)
 	for _, r := range recs[:2] {
 		if _, err := js.PublishMsg(ctx, &nats.Msg{
-			Subject: Subject(DefaultPrefix, "acme", r.Event.Type), Data: r.Data,
+			Subject: audit.Subject(DefaultPrefix, "acme", r.Event.Type), Data: r.Data,
 			Header: nats.Header{HeaderTurn: {r.Event.TurnID}},
 		}, jetstream.WithMsgID(r.Event.ID)); err != nil {
 			t.Fatal(err)
@@ -246,13 +249,13 @@ func TestStreamUpgradeFromRecordSubjects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := st.CachedInfo().Config.Subjects; !slices.Equal(got, StreamSubjects(DefaultPrefix)) {
+	if got := st.CachedInfo().Config.Subjects; !slices.Equal(got, audit.StreamSubjects(DefaultPrefix)) {
 		t.Fatalf("stream subjects %q", got)
 	}
 	emitAll(t, sink, recs[2:])
 	all := readAllData(t, nc, TailOptions{})
-	equalData(t, "upgraded", all, dataOf(recs, func(*Event) bool { return true }))
-	if rep := Verify(all, false); !rep.OK() {
+	equalData(t, "upgraded", all, dataOf(recs, func(*audit.Event) bool { return true }))
+	if rep := audit.Verify(all, false); !rep.OK() {
 		t.Fatalf("Verify: %+v", rep.Violations)
 	}
 }
@@ -267,7 +270,7 @@ func TestCloseAbortsCommit(t *testing.T) {
 	recs := buildTurn(t, "acme", "n1.abort", 4)
 	srv.Shutdown()
 	waitDisconnected(t, nc)
-	var rs []Receipt
+	var rs []audit.Receipt
 	for _, r := range recs {
 		rs = append(rs, sink.Emit(r))
 	}
@@ -321,7 +324,7 @@ func BenchmarkGroupCommit(b *testing.B) {
 				wg.Go(func() {
 					for next.Add(1) <= int64(b.N) {
 						t0 := time.Now()
-						if err := Wait(context.Background(), s.Emit(recs[w%len(recs)])); err != nil {
+						if err := audit.Wait(context.Background(), s.Emit(recs[w%len(recs)])); err != nil {
 							b.Error(err)
 							return
 						}

@@ -21,7 +21,7 @@ import (
 	"github.com/sharedos/sharedos/approval"
 	"github.com/sharedos/sharedos/authority"
 	"github.com/sharedos/sharedos/catalog"
-	"github.com/sharedos/sharedos/internal/audit"
+	"github.com/sharedos/sharedos/internal/auditstore"
 	"github.com/sharedos/sharedos/internal/identity"
 	"github.com/sharedos/sharedos/internal/mcpfront"
 	"github.com/sharedos/sharedos/internal/mcpprovider"
@@ -552,19 +552,19 @@ func (c *Config) defaults() {
 		c.Audit.MaxAge = Duration(30 * 24 * time.Hour)
 	}
 	if c.Audit.MaxPending == 0 {
-		c.Audit.MaxPending = audit.DefaultMaxPending
+		c.Audit.MaxPending = auditstore.DefaultMaxPending
 	}
 	if c.Audit.RetryWindow == 0 {
-		c.Audit.RetryWindow = min(Duration(audit.DefaultRetryWindow), c.Kernel.CallTimeout/2)
+		c.Audit.RetryWindow = min(Duration(auditstore.DefaultRetryWindow), c.Kernel.CallTimeout/2)
 	}
 	if c.Audit.AckTimeout == 0 {
-		c.Audit.AckTimeout = min(Duration(audit.DefaultAckTimeout), c.Audit.RetryWindow)
+		c.Audit.AckTimeout = min(Duration(auditstore.DefaultAckTimeout), c.Audit.RetryWindow)
 	}
 	if c.Audit.Replicas == 0 {
 		c.Audit.Replicas = 1
 	}
 	if c.Audit.DuplicateWindow == 0 {
-		c.Audit.DuplicateWindow = Duration(audit.DuplicateWindow)
+		c.Audit.DuplicateWindow = Duration(auditstore.DuplicateWindow)
 	}
 	c.Policy.defaults(c.Audit)
 }
@@ -937,7 +937,7 @@ func (c *Config) ForNode(id string) (*Config, error) {
 		// One key for the cluster: it signs every node's execution grants
 		// and checkpoints, so a provider any node hosts trusts a call any
 		// node decided (docs/operations.md).
-		out.Audit.KeyFile = audit.DefaultKeyFile(c.Node.DataDir)
+		out.Audit.KeyFile = auditstore.DefaultKeyFile(c.Node.DataDir)
 	}
 	out.NATS.Embedded.Routes = nil
 	for _, o := range c.Cluster.Nodes {
@@ -973,7 +973,7 @@ func (c *Config) SegmentBytes() int {
 	if c.Audit.SegmentMaxBytes != 0 {
 		return c.Audit.SegmentMaxBytes
 	}
-	return min(audit.DefaultMaxSegmentBytes, c.NATS.MaxMessageBytes-4<<10)
+	return min(auditstore.DefaultMaxSegmentBytes, c.NATS.MaxMessageBytes-4<<10)
 }
 
 // SyncInterval is audit.sync as a duration; 0 means "always".

@@ -3,7 +3,7 @@ package config
 import (
 	"fmt"
 
-	"github.com/sharedos/sharedos/internal/audit"
+	"github.com/sharedos/sharedos/audit"
 )
 
 // tenantProblems checks every tenant the config names outside

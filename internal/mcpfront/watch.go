@@ -3,7 +3,7 @@ package mcpfront
 import (
 	"sync/atomic"
 
-	"github.com/sharedos/sharedos/internal/audit"
+	"github.com/sharedos/sharedos/audit"
 )
 
 // Watch is an audit.Sink in front of the kernel's sink that tells the

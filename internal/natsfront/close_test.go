@@ -3,8 +3,8 @@ package natsfront_test
 import (
 	"testing"
 
+	"github.com/sharedos/sharedos/audit"
 	"github.com/sharedos/sharedos/client"
-	"github.com/sharedos/sharedos/internal/audit"
 	"github.com/sharedos/sharedos/internal/natsfront"
 	"github.com/sharedos/sharedos/messages"
 	"github.com/sharedos/sharedos/reason"

@@ -5,9 +5,9 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/sharedos/sharedos/audit"
 	"github.com/sharedos/sharedos/client"
 	"github.com/sharedos/sharedos/conformance"
-	"github.com/sharedos/sharedos/internal/audit"
 	"github.com/sharedos/sharedos/internal/natsfront"
 	"github.com/sharedos/sharedos/messages"
 	"github.com/sharedos/sharedos/reason"

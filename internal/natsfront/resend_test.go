@@ -11,9 +11,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/sharedos/sharedos/audit"
 	"github.com/sharedos/sharedos/client"
 	"github.com/sharedos/sharedos/conformance"
-	"github.com/sharedos/sharedos/internal/audit"
 	"github.com/sharedos/sharedos/internal/natsfront"
 	"github.com/sharedos/sharedos/internal/natsserver/natstest"
 	"github.com/sharedos/sharedos/internal/providers"

@@ -6,9 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sharedos/sharedos/audit"
 	"github.com/sharedos/sharedos/client"
 	"github.com/sharedos/sharedos/conformance"
-	"github.com/sharedos/sharedos/internal/audit"
 	"github.com/sharedos/sharedos/internal/identity"
 	"github.com/sharedos/sharedos/internal/natsfront"
 	"github.com/sharedos/sharedos/messages"

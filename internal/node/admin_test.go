@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sharedos/sharedos/audit"
 	"github.com/sharedos/sharedos/client"
-	"github.com/sharedos/sharedos/internal/audit"
 	"github.com/sharedos/sharedos/internal/config"
 	"github.com/sharedos/sharedos/internal/policy"
 	"github.com/sharedos/sharedos/reason"

@@ -13,8 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sharedos/sharedos/audit"
 	"github.com/sharedos/sharedos/client"
-	"github.com/sharedos/sharedos/internal/audit"
+	"github.com/sharedos/sharedos/internal/auditstore"
 	"github.com/sharedos/sharedos/internal/config"
 	"github.com/sharedos/sharedos/internal/node"
 	"github.com/sharedos/sharedos/reason"
@@ -184,7 +185,7 @@ func TestClusterServesATurnFromAnyNode(t *testing.T) {
 	// nodes' account, wherever the stream's leader is).
 	for i, via := range nodes {
 		var mine int
-		err := audit.ReadAll(ctx(t), connectAs(t, via, "auditor-acme"), audit.TailOptions{Filter: audit.TailFilter{Tenant: "acme"}, Push: true},
+		err := auditstore.ReadAll(ctx(t), connectAs(t, via, "auditor-acme"), auditstore.TailOptions{Filter: auditstore.TailFilter{Tenant: "acme"}, Push: true},
 			func(_ []byte, ev *audit.Event) error {
 				if ev != nil && ev.TurnID == opened.Handle.TurnID {
 					mine++

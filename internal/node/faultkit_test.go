@@ -26,8 +26,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/sharedos/sharedos/audit"
 	"github.com/sharedos/sharedos/client"
-	"github.com/sharedos/sharedos/internal/audit"
+	"github.com/sharedos/sharedos/internal/auditstore"
 	"github.com/sharedos/sharedos/internal/identity"
 	"github.com/sharedos/sharedos/messages"
 	"github.com/sharedos/sharedos/reason"
@@ -356,7 +357,7 @@ func readSettled(t *testing.T, nc *nats.Conn, want []auditKey) settledAudit {
 		s := settledAudit{invoked: map[auditKey]int{}, completed: map[auditKey]int{}, resolutions: map[string]resolution{}, allowed: map[auditKey]bool{}, denied: map[string]int{}, closedBy: map[string]int{}}
 		ids := map[string]int{}
 		rctx, cancel := context.WithTimeout(context.Background(), attempt)
-		err := audit.ReadAll(rctx, nc, audit.TailOptions{Prefix: "sharedos", Stream: "SHAREDOS_AUDIT"}, func(d []byte, ev *audit.Event) error {
+		err := auditstore.ReadAll(rctx, nc, auditstore.TailOptions{Prefix: "sharedos", Stream: "SHAREDOS_AUDIT"}, func(d []byte, ev *audit.Event) error {
 			s.data = append(s.data, d)
 			id := ev.ID
 			if id == "" { // a checkpoint: no id; the same bytes twice would be a duplicate

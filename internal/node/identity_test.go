@@ -9,8 +9,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/sharedos/sharedos/audit"
 	"github.com/sharedos/sharedos/client"
-	"github.com/sharedos/sharedos/internal/audit"
+	"github.com/sharedos/sharedos/internal/auditstore"
 	"github.com/sharedos/sharedos/internal/config"
 	"github.com/sharedos/sharedos/internal/node"
 	"github.com/sharedos/sharedos/messages"
@@ -291,7 +292,7 @@ func TestTenantAuditReaderReadsItsTenantOnly(t *testing.T) {
 
 	reader := connectAs(t, n, "auditor-acme")
 	var types []audit.Type
-	err = audit.ReadAll(ctx(t), reader, audit.TailOptions{Filter: audit.TailFilter{Tenant: "acme"}, Push: true}, func(_ []byte, ev *audit.Event) error {
+	err = auditstore.ReadAll(ctx(t), reader, auditstore.TailOptions{Filter: auditstore.TailFilter{Tenant: "acme"}, Push: true}, func(_ []byte, ev *audit.Event) error {
 		if ev == nil || ev.Tenant != "acme" {
 			t.Fatalf("acme's reader got %+v", ev)
 		}
@@ -306,7 +307,7 @@ func TestTenantAuditReaderReadsItsTenantOnly(t *testing.T) {
 	}
 	short, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	err = audit.ReadAll(short, reader, audit.TailOptions{Filter: audit.TailFilter{Tenant: "globex"}, Push: true}, func([]byte, *audit.Event) error {
+	err = auditstore.ReadAll(short, reader, auditstore.TailOptions{Filter: auditstore.TailFilter{Tenant: "globex"}, Push: true}, func([]byte, *audit.Event) error {
 		t.Fatal("acme's reader got a globex record")
 		return nil
 	})
@@ -317,7 +318,7 @@ func TestTenantAuditReaderReadsItsTenantOnly(t *testing.T) {
 	// (a read of its own: the one above spent short).
 	short, cancel = context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	err = audit.ReadAll(short, reader, audit.TailOptions{Filter: audit.TailFilter{Tenant: "acme"}}, func([]byte, *audit.Event) error { return nil })
+	err = auditstore.ReadAll(short, reader, auditstore.TailOptions{Filter: auditstore.TailFilter{Tenant: "acme"}}, func([]byte, *audit.Event) error { return nil })
 	if err == nil {
 		t.Fatal("acme's reader read through a pull consumer")
 	}

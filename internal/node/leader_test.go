@@ -11,8 +11,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/sharedos/sharedos/audit"
 	"github.com/sharedos/sharedos/client"
-	"github.com/sharedos/sharedos/internal/audit"
 	"github.com/sharedos/sharedos/internal/node"
 	"github.com/sharedos/sharedos/reason"
 )

@@ -7,8 +7,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/sharedos/sharedos/audit"
 	"github.com/sharedos/sharedos/authority"
-	"github.com/sharedos/sharedos/internal/audit"
 	"github.com/sharedos/sharedos/internal/mcpfront"
 	"github.com/sharedos/sharedos/reason"
 )

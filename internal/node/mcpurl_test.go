@@ -6,8 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sharedos/sharedos/audit"
 	"github.com/sharedos/sharedos/client"
-	"github.com/sharedos/sharedos/internal/audit"
+	"github.com/sharedos/sharedos/internal/auditstore"
 	"github.com/sharedos/sharedos/internal/mcpfront"
 )
 
@@ -45,7 +46,7 @@ func TestMCPFrontPublicURL(t *testing.T) {
 	sandbox(t, local, tok)
 
 	list := []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
-	key, err := audit.ReadPrivateKey(audit.DefaultKeyFile(dir))
+	key, err := audit.ReadPrivateKey(auditstore.DefaultKeyFile(dir))
 	if err != nil {
 		t.Fatal(err)
 	}

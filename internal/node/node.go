@@ -26,7 +26,7 @@ import (
 	"github.com/sharedos/sharedos/actors"
 	"github.com/sharedos/sharedos/authority"
 	"github.com/sharedos/sharedos/examples/calendar"
-	"github.com/sharedos/sharedos/internal/audit"
+	"github.com/sharedos/sharedos/internal/auditstore"
 	"github.com/sharedos/sharedos/internal/config"
 	"github.com/sharedos/sharedos/internal/identity"
 	"github.com/sharedos/sharedos/internal/mcpfront"
@@ -66,7 +66,7 @@ type Node struct {
 	log     *slog.Logger
 	srv     *natsserver.Server // nil with an external cluster
 	nc      *nats.Conn
-	sink    *audit.JetStreamSink
+	sink    *auditstore.JetStreamSink
 	kernel  *actors.Kernel
 	front   *natsfront.Front
 	hosts   []*provider.Host
@@ -90,7 +90,7 @@ type Node struct {
 	// (hosted providers), closed at shutdown.
 	conns []*nats.Conn
 
-	checkpoints *audit.Checkpointer // signed audit checkpoints, in front of sink
+	checkpoints *auditstore.Checkpointer // signed audit checkpoints, in front of sink
 	// key is the node's Ed25519 key: it signs audit checkpoints and the
 	// execution grants of provider calls (docs/security.md).
 	key ed25519.PrivateKey
@@ -146,7 +146,7 @@ func Start(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err 
 	if err := waitForJetStream(ctx, n.nc); err != nil {
 		return nil, err
 	}
-	sinkOpts := audit.JetStreamOptions{
+	sinkOpts := auditstore.JetStreamOptions{
 		Prefix: cfg.NATS.Prefix, Stream: cfg.Audit.Stream, MaxAge: time.Duration(cfg.Audit.MaxAge),
 		MaxBytes: cfg.Audit.MaxBytes, Replicas: cfg.Audit.Replicas, DuplicateWindow: time.Duration(cfg.Audit.DuplicateWindow),
 		Durability: cfg.Audit.Durability, FailOpen: cfg.Audit.FailOpen, Logger: n.log,
@@ -164,7 +164,7 @@ func Start(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err 
 		// placement (its servers not yet known): try again, each attempt
 		// bounded, within ctx.
 		actx, cancel := context.WithTimeout(ctx, sinkAttempt)
-		n.sink, err = audit.NewJetStreamSink(actx, n.nc, sinkOpts)
+		n.sink, err = auditstore.NewJetStreamSink(actx, n.nc, sinkOpts)
 		cancel()
 		if err == nil || !clusterForming(err) || ctx.Err() != nil {
 			break
@@ -673,20 +673,20 @@ func (n *Node) startCheckpoints(ctx context.Context, opts Options) error {
 		keyFile = n.cfg.Audit.KeyFile
 	}
 	if keyFile == "" {
-		keyFile = audit.DefaultKeyFile(n.cfg.Node.DataDir)
+		keyFile = auditstore.DefaultKeyFile(n.cfg.Node.DataDir)
 	}
 	interval := opts.CheckpointInterval
 	if interval == 0 {
 		interval = time.Duration(n.cfg.Audit.CheckpointInterval)
 	}
-	key, err := audit.LoadOrCreateKey(keyFile)
+	key, err := auditstore.LoadOrCreateKey(keyFile)
 	if err != nil {
 		return fmt.Errorf("node: key: %w", err)
 	}
 	n.key = key
-	cp, err := audit.StartCheckpointer(ctx, n.nc, n.sink, audit.CheckpointOptions{
+	cp, err := auditstore.StartCheckpointer(ctx, n.nc, n.sink, auditstore.CheckpointOptions{
 		Node: n.cfg.Node.ID, Prefix: n.cfg.NATS.Prefix, Stream: n.cfg.Audit.Stream,
-		Key: key, KeyFile: keyFile, StateFile: audit.DefaultStateFile(n.cfg.Node.DataDir),
+		Key: key, KeyFile: keyFile, StateFile: auditstore.DefaultStateFile(n.cfg.Node.DataDir),
 		Interval: interval, Logger: n.log,
 	})
 	if err != nil {

@@ -17,9 +17,10 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sharedos/sharedos/actors"
+	"github.com/sharedos/sharedos/audit"
 	"github.com/sharedos/sharedos/catalog"
 	"github.com/sharedos/sharedos/client"
-	"github.com/sharedos/sharedos/internal/audit"
+	"github.com/sharedos/sharedos/internal/auditstore"
 	"github.com/sharedos/sharedos/internal/config"
 	"github.com/sharedos/sharedos/internal/natsserver"
 	"github.com/sharedos/sharedos/internal/node"
@@ -92,7 +93,7 @@ func readAll(t *testing.T, nc *nats.Conn) ([][]byte, []*audit.Event) {
 	t.Helper()
 	var data [][]byte
 	var evs []*audit.Event
-	err := audit.ReadAll(ctx(t), nc, audit.TailOptions{Prefix: "sharedos", Stream: "SHAREDOS_AUDIT"}, func(d []byte, ev *audit.Event) error {
+	err := auditstore.ReadAll(ctx(t), nc, auditstore.TailOptions{Prefix: "sharedos", Stream: "SHAREDOS_AUDIT"}, func(d []byte, ev *audit.Event) error {
 		data = append(data, d)
 		evs = append(evs, ev)
 		return nil

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sharedos/sharedos/audit"
 	"github.com/sharedos/sharedos/client"
-	"github.com/sharedos/sharedos/internal/audit"
 	"github.com/sharedos/sharedos/reason"
 )
 

@@ -15,8 +15,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/sharedos/sharedos/audit"
 	"github.com/sharedos/sharedos/client"
-	"github.com/sharedos/sharedos/internal/audit"
 	"github.com/sharedos/sharedos/internal/config"
 	"github.com/sharedos/sharedos/internal/identity"
 	"github.com/sharedos/sharedos/internal/node"

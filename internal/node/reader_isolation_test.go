@@ -14,8 +14,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/sharedos/sharedos/audit"
 	"github.com/sharedos/sharedos/client"
-	"github.com/sharedos/sharedos/internal/audit"
+	"github.com/sharedos/sharedos/internal/auditstore"
 	"github.com/sharedos/sharedos/internal/config"
 	"github.com/sharedos/sharedos/internal/identity"
 	"github.com/sharedos/sharedos/internal/node"
@@ -103,7 +104,7 @@ func isolationNodeIn(t *testing.T, dataDir string) (*node.Node, ed25519.PublicKe
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = n.Shutdown(context.Background()) })
-	key, err := audit.ReadPrivateKey(audit.DefaultKeyFile(dataDir))
+	key, err := audit.ReadPrivateKey(auditstore.DefaultKeyFile(dataDir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -405,7 +406,7 @@ func TestTenantsNamedLikeKindsReadOnlyThemselves(t *testing.T) {
 		}
 		// Its push read is its tenant's records only; globex's is refused.
 		var got []string
-		err = audit.ReadAll(ctx(t), reader, audit.TailOptions{Filter: audit.TailFilter{Tenant: tenant}, Push: true}, func(_ []byte, ev *audit.Event) error {
+		err = auditstore.ReadAll(ctx(t), reader, auditstore.TailOptions{Filter: auditstore.TailFilter{Tenant: tenant}, Push: true}, func(_ []byte, ev *audit.Event) error {
 			if ev == nil {
 				return errors.New("an undecodable record")
 			}
@@ -416,7 +417,7 @@ func TestTenantsNamedLikeKindsReadOnlyThemselves(t *testing.T) {
 			t.Fatalf("%s's reader read %v: %v", tenant, got, err)
 		}
 		short, cancel := context.WithTimeout(context.Background(), time.Second)
-		err = audit.ReadAll(short, reader, audit.TailOptions{Filter: audit.TailFilter{Tenant: "globex"}, Push: true}, func([]byte, *audit.Event) error {
+		err = auditstore.ReadAll(short, reader, auditstore.TailOptions{Filter: auditstore.TailFilter{Tenant: "globex"}, Push: true}, func([]byte, *audit.Event) error {
 			return errors.New("a globex record")
 		})
 		cancel()
@@ -450,7 +451,7 @@ func TestAllTenantReaderReadsFromItsAccount(t *testing.T) {
 		}
 	}
 	var pushed int
-	if err := audit.ReadAll(ctx(t), reader, audit.TailOptions{Filter: audit.TailFilter{Tenant: "acme"}, Push: true}, func(_ []byte, ev *audit.Event) error {
+	if err := auditstore.ReadAll(ctx(t), reader, auditstore.TailOptions{Filter: auditstore.TailFilter{Tenant: "acme"}, Push: true}, func(_ []byte, ev *audit.Event) error {
 		pushed++
 		return nil
 	}); err != nil || pushed != acme || acme == 0 {
@@ -459,7 +460,7 @@ func TestAllTenantReaderReadsFromItsAccount(t *testing.T) {
 	read, cancel := context.WithCancel(ctx(t))
 	defer cancel()
 	var durable int
-	err = audit.Tail(read, reader, audit.TailOptions{Durable: "ops", FromStart: true}, func([]byte, *audit.Event) error {
+	err = auditstore.Tail(read, reader, auditstore.TailOptions{Durable: "ops", FromStart: true}, func([]byte, *audit.Event) error {
 		if durable++; durable == len(data) {
 			cancel()
 		}

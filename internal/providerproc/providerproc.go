@@ -25,7 +25,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/sharedos/sharedos/internal/audit"
+	"github.com/sharedos/sharedos/audit"
+	"github.com/sharedos/sharedos/internal/auditstore"
 	"github.com/sharedos/sharedos/internal/identity"
 	"github.com/sharedos/sharedos/provider"
 )
@@ -110,7 +111,7 @@ func TrustedKeys(file, envFile, dataDir string) ([]ed25519.PublicKey, string, er
 		keys, err := audit.ParsePublicKeys(data)
 		return keys, f, err
 	}
-	path := audit.DefaultKeyFile(dataDir)
+	path := auditstore.DefaultKeyFile(dataDir)
 	key, err := audit.ReadPrivateKey(path)
 	if err != nil {
 		return nil, path, err

@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/sharedos/sharedos/internal/audit"
+	"github.com/sharedos/sharedos/internal/auditstore"
 )
 
 // The trusted node keys: --trust first, then the environment's file, then
@@ -18,13 +18,13 @@ func TestTrustedKeys(t *testing.T) {
 	if _, _, err := TrustedKeys("", "", dir); err == nil {
 		t.Fatal("no keys anywhere, and no error")
 	}
-	key, err := audit.LoadOrCreateKey(audit.DefaultKeyFile(dir))
+	key, err := auditstore.LoadOrCreateKey(auditstore.DefaultKeyFile(dir))
 	if err != nil {
 		t.Fatal(err)
 	}
 	pub := key.Public().(ed25519.PublicKey)
 	keys, from, err := TrustedKeys("", "", dir)
-	if err != nil || len(keys) != 1 || !keys[0].Equal(pub) || from != audit.DefaultKeyFile(dir) {
+	if err != nil || len(keys) != 1 || !keys[0].Equal(pub) || from != auditstore.DefaultKeyFile(dir) {
 		t.Fatalf("from the data dir: %v %s %v", keys, from, err)
 	}
 	other, _, _ := ed25519.GenerateKey(nil)
