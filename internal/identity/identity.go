@@ -49,6 +49,13 @@ const (
 	// Admin changes policy (node policy): an account of its own whose
 	// only subjects are the policy service's, which no other role has.
 	Admin Role = "admin"
+	// Approver decides the approval requests of its tenants (node
+	// approvals): an account of its own whose only subjects are the
+	// approvals service's and its tenants' request announcements, which
+	// no other role has. Its Principals, if set, are the principals it is
+	// itself ("tenant/principal"): where a rule separates duties, it
+	// cannot decide their calls.
+	Approver Role = "approver"
 )
 
 // AllTenants in Identity.Tenants binds an identity to every tenant.
@@ -98,7 +105,7 @@ func (id Identity) Validate() error {
 	}
 	switch id.Role {
 	case Node:
-	case Runtime, Audit:
+	case Runtime, Audit, Approver:
 		if len(id.Tenants) == 0 {
 			return fmt.Errorf("%w: %s %s: tenants are required (%q for all)", ErrInvalid, id.Role, id.Name, AllTenants)
 		}
@@ -119,13 +126,13 @@ func (id Identity) Validate() error {
 			return fmt.Errorf("%w: provider identity %s: provider %q is not a provider id", ErrInvalid, id.Name, id.Provider)
 		}
 	default:
-		return fmt.Errorf("%w: %s: role %q must be node, runtime, provider, audit or admin", ErrInvalid, id.Name, id.Role)
+		return fmt.Errorf("%w: %s: role %q must be node, runtime, provider, audit, admin or approver", ErrInvalid, id.Name, id.Role)
 	}
 	if id.Role != Provider && id.Provider != "" {
 		return fmt.Errorf("%w: %s: provider is only for provider identities", ErrInvalid, id.Name)
 	}
-	if id.Role != Runtime && len(id.Principals) > 0 {
-		return fmt.Errorf("%w: %s: principals narrow only runtime identities", ErrInvalid, id.Name)
+	if id.Role != Runtime && id.Role != Approver && len(id.Principals) > 0 {
+		return fmt.Errorf("%w: %s: principals narrow only runtime identities (and name an approver's own)", ErrInvalid, id.Name)
 	}
 	if id.Role != Runtime && (len(id.Credentials) > 0 || len(id.SharesTurnsWith) > 0) {
 		return fmt.Errorf("%w: %s: credentials and shares_turns_with are for runtime identities only", ErrInvalid, id.Name)
@@ -165,6 +172,9 @@ func splitPrincipal(p string) (tenant, principal string, ok bool) {
 	}
 	return "", "", false
 }
+
+// Approves reports whether id is an approver of tenant.
+func (id Identity) Approves(tenant string) bool { return id.Role == Approver && id.tenant(tenant) }
 
 // AllTenantsBound reports whether id is bound to every tenant.
 func (id Identity) AllTenantsBound() bool { return slices.Contains(id.Tenants, AllTenants) }

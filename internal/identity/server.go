@@ -123,6 +123,28 @@ func ServerConfig(bus Bus, ids []Identity, keys Keys) (string, error) {
 			a.Imports = append(a.Imports, serviceImport{Service: from{bus.Account, ps}})
 			exports.service(ps, id.Name, false)
 			accounts[id.Name] = a
+		case Approver:
+			// Like an admin: the approvals service's subjects, imported
+			// as services (each request stamped with this account), and
+			// the request announcements of its tenants, imported as
+			// streams. No other role has either.
+			if _, taken := accounts[id.Name]; taken {
+				return "", fmt.Errorf("identity: account name %s is taken", id.Name)
+			}
+			svc, ann := ApproverSubjects(bus.Prefix), ApprovalAnnouncements(bus.Prefix, id)
+			a := &account{Users: []user{{Nkey: key, Permissions: &perms{
+				Publish:   &subjectPerm{Allow: svc},
+				Subscribe: &subjectPerm{Allow: append([]string{"_INBOX.>", InboxPrefix(id.Name) + ".>"}, ann...)},
+			}}}}
+			for _, s := range svc {
+				a.Imports = append(a.Imports, serviceImport{Service: from{bus.Account, s}})
+				exports.service(s, id.Name, false)
+			}
+			for _, s := range ann {
+				a.Imports = append(a.Imports, streamImport{Stream: from{bus.Account, s}})
+				exports.stream(s, id.Name)
+			}
+			accounts[id.Name] = a
 		case Runtime, Audit:
 			if _, taken := accounts[id.Name]; taken {
 				return "", fmt.Errorf("identity: account name %s is taken", id.Name)
@@ -177,6 +199,29 @@ func ServerConfig(bus Bus, ids []Identity, keys Keys) (string, error) {
 		return "", fmt.Errorf("identity: %w", err)
 	}
 	return b.String(), nil
+}
+
+// ApproverSubjects are the subjects an approver sends requests on: the
+// approvals service's, "<prefix>.approvals.<op>".
+func ApproverSubjects(prefix string) []string { return []string{prefix + ".approvals.>"} }
+
+// ApprovalAnnouncement is the subject new approval requests of tenant
+// are announced on.
+func ApprovalAnnouncement(prefix, tenant string) string {
+	return prefix + ".approval.requested." + tenant
+}
+
+// ApprovalAnnouncements are the announcement subjects approver id may
+// subscribe to: its tenants'.
+func ApprovalAnnouncements(prefix string, id Identity) []string {
+	if id.AllTenantsBound() {
+		return []string{prefix + ".approval.requested.*"}
+	}
+	out := make([]string, 0, len(id.Tenants))
+	for _, t := range id.Tenants {
+		out = append(out, ApprovalAnnouncement(prefix, t))
+	}
+	return out
 }
 
 // PolicySubjects are the policy service's subjects: "<prefix>.policy.>"
