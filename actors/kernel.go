@@ -23,13 +23,17 @@ import (
 	"github.com/sharedos/sharedos/internal/workpool"
 	"github.com/sharedos/sharedos/projection"
 	"github.com/sharedos/sharedos/reason"
+	"github.com/sharedos/sharedos/toolport"
 	"github.com/sharedos/sharedos/turn"
 )
 
 // RateLimit is a token bucket kept per principal (tenant and principal):
 // Rate requests a second on average, up to Burst at once. The zero value
 // is no limit.
-type RateLimit = ratelimit.Limit
+type RateLimit struct {
+	Rate  float64
+	Burst int
+}
 
 // Options configure a Kernel. Zero values take the defaults named.
 type Options struct {
@@ -37,7 +41,7 @@ type Options struct {
 	// every event. Default "node".
 	Node string
 	// Providers are the tool providers, asked once per turn.
-	Providers []providers.ContextToolProvider
+	Providers []toolport.ContextToolProvider
 	// Required names providers whose failure fails resolution (with the
 	// failure's class) instead of leaving their tools absent.
 	Required []string
@@ -230,7 +234,7 @@ func newProviderSet(ps []providers.ContextToolProvider, required []string) *prov
 // turns already resolved keep the catalogue they hold, and a call of
 // theirs to a provider no longer in the set fails provider_unavailable.
 // Safe for concurrent use.
-func (k *Kernel) SetProviders(ps []providers.ContextToolProvider, required []string) error {
+func (k *Kernel) SetProviders(ps []toolport.ContextToolProvider, required []string) error {
 	o := k.sh.opts
 	o.Providers, o.Required = ps, required
 	if err := o.Validate(); err != nil {
@@ -341,7 +345,7 @@ func New(opts Options) (*Kernel, error) {
 	}
 	sh.turnProps = newTurnProps(sh)
 	sh.registries = newRegistryIntern()
-	sh.opens, sh.calls = ratelimit.New(opts.OpenRate), ratelimit.New(opts.CallRate)
+	sh.opens, sh.calls = ratelimit.New(ratelimit.Limit(opts.OpenRate)), ratelimit.New(ratelimit.Limit(opts.CallRate))
 	sh.provs.Store(newProviderSet(opts.Providers, opts.Required))
 	system := actor.NewActorSystem(
 		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return opts.Logger.With("component", "protoactor") }),

@@ -9,6 +9,7 @@ import (
 	"github.com/sharedos/sharedos/internal/providers"
 	"github.com/sharedos/sharedos/projection"
 	"github.com/sharedos/sharedos/reason"
+	"github.com/sharedos/sharedos/toolport"
 	"github.com/sharedos/sharedos/turn"
 )
 
@@ -117,7 +118,7 @@ type CallResult struct {
 	CatalogHash string
 	Alias       string
 	Identity    catalog.Identity
-	Result      providers.Result
+	Result      toolport.Result
 	Duration    time.Duration
 }
 
