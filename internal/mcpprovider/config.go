@@ -103,6 +103,43 @@ type Credential struct {
 	Prefix string `yaml:"prefix"`
 	// EnvVar (stdio): the child's environment variable that carries it.
 	EnvVar string `yaml:"env_var"`
+	// OAuth, instead of File or Env: the profile authorizes with OAuth 2.1
+	// (http servers only) and its tokens live in the node's OAuth store.
+	OAuth *OAuth `yaml:"oauth"`
+}
+
+// OAuth is how an OAuth credential profile authorizes (internal/oauth).
+// The server's authorization server is discovered from the server
+// (protected-resource metadata), unless Issuer pins it.
+type OAuth struct {
+	// Flow is "client_credentials" (a service: one grant for the profile)
+	// or "authorization_code" (a person, with PKCE: each principal
+	// authorizes their own account with `node oauth login`, unless Shared).
+	Flow     string `yaml:"flow"`
+	ClientID string `yaml:"client_id"`
+	// ClientSecretFile or ClientSecretEnv name where the client secret is
+	// (neither: a public client, PKCE only — authorization_code).
+	ClientSecretFile string `yaml:"client_secret_file"`
+	ClientSecretEnv  string `yaml:"client_secret_env"`
+	// Scopes asked for (default: what the server's challenge or metadata names).
+	Scopes []string `yaml:"scopes"`
+	// Issuer pins the authorization server: no other gets the secret.
+	Issuer string `yaml:"issuer"`
+	// Shared (authorization_code): one person's grant serves every
+	// principal of the profile. Default: one grant per principal.
+	Shared bool `yaml:"shared"`
+}
+
+// perPrincipal: each principal holds their own grant.
+func (o *OAuth) perPrincipal() bool { return o.Flow == "authorization_code" && !o.Shared }
+
+// clientSecret reads the client secret ("" for a public client). Its
+// errors never contain it.
+func (o *OAuth) clientSecret() (string, error) {
+	if o.ClientSecretFile == "" && o.ClientSecretEnv == "" {
+		return "", nil
+	}
+	return (&Credential{Profile: "oauth client", File: o.ClientSecretFile, Env: o.ClientSecretEnv}).secret()
 }
 
 // Limits bound what one server may send. Zero fields take the defaults.
@@ -218,6 +255,30 @@ func (c *Config) Validate(id string) error {
 			add("credentials[%d]: %s listed twice", i, cr.key())
 		}
 		seen[cr.key()] = true
+		if o := cr.OAuth; o != nil {
+			switch {
+			case c.Transport != "http":
+				add("credentials[%d] (%s): oauth is for http servers", i, cr.Profile)
+			case cr.File != "" || cr.Env != "" || cr.Header != "" || cr.Prefix != "":
+				add("credentials[%d] (%s): an oauth credential has no file, env, header or prefix: its token is the bearer", i, cr.Profile)
+			case o.Flow != "client_credentials" && o.Flow != "authorization_code":
+				add("credentials[%d] (%s): oauth.flow %q must be client_credentials or authorization_code", i, cr.Profile, o.Flow)
+			case o.ClientID == "":
+				add("credentials[%d] (%s): oauth.client_id is required", i, cr.Profile)
+			case o.ClientSecretFile != "" && o.ClientSecretEnv != "":
+				add("credentials[%d] (%s): at most one of oauth.client_secret_file and client_secret_env", i, cr.Profile)
+			case o.Flow == "client_credentials" && o.ClientSecretFile == "" && o.ClientSecretEnv == "":
+				add("credentials[%d] (%s): client_credentials needs a client secret", i, cr.Profile)
+			case o.Flow == "client_credentials" && o.Shared:
+				add("credentials[%d] (%s): a client_credentials grant is always the profile's: shared is for authorization_code", i, cr.Profile)
+			}
+			if o.Issuer != "" {
+				if u, err := url.Parse(o.Issuer); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+					add("credentials[%d] (%s): oauth.issuer %q must be an http(s) URL", i, cr.Profile, o.Issuer)
+				}
+			}
+			continue
+		}
 		if (cr.File == "") == (cr.Env == "") {
 			add("credentials[%d] (%s): exactly one of file and env", i, cr.Profile)
 		}
@@ -287,9 +348,12 @@ func (c *Config) eagerAccesses() []authority.AccessContext {
 	if len(c.Credentials) == 0 {
 		return []authority.AccessContext{{}}
 	}
-	out := make([]authority.AccessContext, len(c.Credentials))
-	for i, cr := range c.Credentials {
-		out[i] = authority.AccessContext{Tenant: cr.Tenant, CredentialProfile: cr.Profile}
+	out := make([]authority.AccessContext, 0, len(c.Credentials))
+	for _, cr := range c.Credentials {
+		if cr.OAuth != nil && cr.OAuth.perPrincipal() {
+			continue // no principal to discover as: each one's turns discover
+		}
+		out = append(out, authority.AccessContext{Tenant: cr.Tenant, CredentialProfile: cr.Profile})
 	}
 	return out
 }
@@ -336,8 +400,8 @@ func (c *Config) headers(cred *Credential) (http.Header, error) {
 	for k, v := range c.Headers {
 		h.Set(k, v)
 	}
-	if cred == nil {
-		return h, nil
+	if cred == nil || cred.OAuth != nil {
+		return h, nil // an OAuth token is put on each request (teeRoundTripper.bearer)
 	}
 	s, err := cred.secret()
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/sharedos/sharedos/authority"
 	"github.com/sharedos/sharedos/catalog"
+	"github.com/sharedos/sharedos/internal/oauth"
 	"github.com/sharedos/sharedos/internal/providers"
 	"github.com/sharedos/sharedos/reason"
 )
@@ -42,6 +44,9 @@ type Options struct {
 	// conformance harness reads them from the tool's _meta). raw is the
 	// tool's JSON as the server sent it; ok=false refuses the tool.
 	Authority func(name string, raw json.RawMessage) (capability, requirement string, ok bool)
+	// OAuth holds the grants of the server's oauth credential profiles
+	// (the node's OAuth store); without it such a profile is auth_required.
+	OAuth *oauth.Manager
 }
 
 // Provider serves one MCP server's tools as a providers.ContextToolProvider.
@@ -76,6 +81,13 @@ type profile struct {
 	key          string
 	tenant, name string
 	cred         *Credential
+	// OAuth profiles: whose grant (principal set when per principal) and
+	// how it is obtained. grant is the identity of the grant the session
+	// and snapshots were made with; bearer the access token last used.
+	ref    oauth.Ref
+	client *oauth.Client
+	grant  string
+	bearer string
 
 	mu        sync.Mutex
 	session   *mcp.ClientSession
@@ -114,6 +126,10 @@ type CacheKey struct {
 	// 2026-07-28); a private answer is also keyed by who asked.
 	Scope string
 	Who   string
+	// Grant is an OAuth profile's grant identity (issuer, authorization
+	// epoch, granted scopes; never a token): a re-authorization or a
+	// change of scopes is another key, so its catalogue is discovered anew.
+	Grant string
 }
 
 type flight struct {
@@ -254,6 +270,14 @@ func (p *Provider) profileOf(access authority.AccessContext) (*profile, error) {
 		}
 		return nil, p.coded(&failure{class: ClassPermissionDenied, msg: fmt.Sprintf("no credential is configured for profile %q", key)})
 	}
+	principal := ""
+	if cred != nil && cred.OAuth != nil && cred.OAuth.perPrincipal() {
+		if access.Principal == "" {
+			return nil, p.coded(&failure{class: ClassAuthExpired, code: reason.AuthRequired, msg: fmt.Sprintf("profile %q is authorized per principal and the turn names none", key)})
+		}
+		principal = access.Principal
+		key += "#" + principal // each principal's own grant, session and snapshots
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
@@ -264,6 +288,11 @@ func (p *Provider) profileOf(access authority.AccessContext) (*profile, error) {
 		pr = &profile{key: key, cred: cred, state: StateUnknown, since: p.opts.Now(), snaps: map[string]*snapshot{}, flights: map[string]*flight{}}
 		if cred != nil {
 			pr.tenant, pr.name = cred.Tenant, cred.Profile
+		}
+		if cred != nil && cred.OAuth != nil {
+			o := cred.OAuth
+			pr.ref = oauth.Ref{Server: p.id, Tenant: cred.Tenant, Profile: cred.Profile, Principal: principal}
+			pr.client = &oauth.Client{Flow: o.Flow, ClientID: o.ClientID, Secret: o.clientSecret, Scopes: o.Scopes, Resource: p.cfg.URL, Issuer: o.Issuer}
 		}
 		p.profiles[key] = pr
 	}
@@ -279,13 +308,22 @@ func (p *Provider) coded(err error) error {
 		return err
 	}
 	c, msg := classified(err)
-	return reason.New(c.code(), "mcp server %s: %s: %s", p.id, c, msg)
+	return reason.New(codeOf(err, c), "mcp server %s: %s: %s", p.id, c, msg)
 }
 
 // codedIn is coded, naming the discovery state the failure left.
 func (p *Provider) codedIn(st State, err error) error {
 	c, msg := classified(err)
-	return reason.New(c.code(), "mcp server %s: %s (%s): %s", p.id, st, c, msg)
+	return reason.New(codeOf(err, c), "mcp server %s: %s (%s): %s", p.id, st, c, msg)
+}
+
+// codeOf is a failure's own code when it has one, else its class's.
+func codeOf(err error, c Class) reason.Code {
+	var f *failure
+	if errors.As(err, &f) && f.code != "" {
+		return f.code
+	}
+	return c.code()
 }
 
 // classified is err's class and what to say of it: a failure's own
@@ -338,6 +376,15 @@ func (p *Provider) current(ctx context.Context, access authority.AccessContext, 
 	if err != nil {
 		return nil, err
 	}
+	// An OAuth profile's grant is checked first: one that cannot be used
+	// serves nothing, not even a fresh snapshot, and one that changed
+	// leaves no snapshot of the old one to serve.
+	if _, err := p.authorize(ctx, pr); err != nil {
+		pr.mu.Lock()
+		st := pr.state
+		pr.mu.Unlock()
+		return nil, p.codedIn(st, err)
+	}
 	who := whoOf(access)
 	for range 3 {
 		now := p.opts.Now()
@@ -384,10 +431,10 @@ func (p *Provider) current(ctx context.Context, access authority.AccessContext, 
 // lookup finds who's snapshot: the public one, else who's private one.
 // Caller holds pr.mu.
 func (pr *profile) lookup(who string) *snapshot {
-	if s := pr.snaps[""]; s != nil && s.key.Protocol == pr.protocol {
+	if s := pr.snaps[""]; s != nil && s.key.Protocol == pr.protocol && s.key.Grant == pr.grant {
 		return s
 	}
-	if s := pr.snaps[who]; s != nil && s.key.Protocol == pr.protocol {
+	if s := pr.snaps[who]; s != nil && s.key.Protocol == pr.protocol && s.key.Grant == pr.grant {
 		return s
 	}
 	return nil
@@ -451,6 +498,42 @@ func (p *Provider) discover(pr *profile, fkey string, f *flight) {
 // list connects if needed and reads the whole tools/list, every page,
 // through the SDK's iterator, hashing what the tee captured.
 func (p *Provider) list(ctx context.Context, pr *profile, who string) (*snapshot, error) {
+	snap, err := p.listOnce(ctx, pr, who)
+	if tokenRefused(pr, err) && ctx.Err() == nil {
+		p.refreshBearer(ctx, pr)
+		snap, err = p.listOnce(ctx, pr, who) // once more, with a refreshed token
+	}
+	return snap, err
+}
+
+// tokenRefused: an OAuth profile's server answered 401 to a token its
+// grant held valid (revoked, or the clocks disagree) — worth one refresh.
+// Failures of the grant itself carry their own code and are final.
+func tokenRefused(pr *profile, err error) bool {
+	var f *failure
+	return pr.client != nil && errors.As(err, &f) && f.class == ClassAuthExpired && (f.code == "" || f.retry)
+}
+
+// refreshBearer forgets the access token the server refused and the
+// session that carried it; the next authorize refreshes.
+func (p *Provider) refreshBearer(ctx context.Context, pr *profile) {
+	pr.mu.Lock()
+	bearer, cs := pr.bearer, pr.session
+	pr.session = nil
+	pr.mu.Unlock()
+	if cs != nil {
+		_ = cs.Close()
+	}
+	if p.opts.OAuth != nil && bearer != "" {
+		p.opts.OAuth.Invalidate(ctx, pr.ref, bearer)
+	}
+}
+
+func (p *Provider) listOnce(ctx context.Context, pr *profile, who string) (*snapshot, error) {
+	grant, err := p.authorize(ctx, pr)
+	if err != nil {
+		return nil, err
+	}
 	pr.mu.Lock()
 	reused := pr.session != nil
 	pr.mu.Unlock()
@@ -501,7 +584,7 @@ func (p *Provider) list(ctx context.Context, pr *profile, who string) (*snapshot
 	if err != nil {
 		return nil, &failure{class: ClassMalformedResponse, msg: err.Error()}
 	}
-	key := CacheKey{Server: p.id, Profile: pr.key, Protocol: protocol, Scope: l.scope}
+	key := CacheKey{Server: p.id, Profile: pr.key, Protocol: protocol, Scope: l.scope, Grant: grant}
 	if l.scope == "private" {
 		key.Who = who
 	}
@@ -693,6 +776,9 @@ func (p *Provider) transport(ctx context.Context, pr *profile) (mcp.Transport, e
 		}
 		rt := &teeRoundTripper{base: p.opts.HTTPTransport, host: u.Host, headers: h, limit: limit,
 			onStreamEnd: func() { p.hint(pr, "stream ended") }}
+		if pr.client != nil {
+			rt.bearer = func(ctx context.Context) (string, error) { return p.bearer(ctx, pr) }
+		}
 		// Redirects are not followed: a credential goes to the configured
 		// endpoint only.
 		hc := &http.Client{Transport: rt, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
@@ -769,9 +855,23 @@ func (p *Provider) call(ctx context.Context, access authority.AccessContext, t *
 	if err != nil {
 		return providers.Result{}, providers.NotDispatched(err)
 	}
+	res, err, retry := p.callOnce(ctx, pr, access, t, args)
+	if retry && ctx.Err() == nil {
+		p.refreshBearer(ctx, pr)
+		res, err, _ = p.callOnce(ctx, pr, access, t, args) // once more, with a refreshed token
+	}
+	return res, err
+}
+
+// callOnce is one tools/call; retry reports that the server refused the
+// OAuth token (401: the tool did not run), worth one refresh.
+func (p *Provider) callOnce(ctx context.Context, pr *profile, access authority.AccessContext, t *Tool, args json.RawMessage) (_ providers.Result, _ error, retry bool) {
+	if _, err := p.authorize(ctx, pr); err != nil {
+		return providers.Result{}, providers.NotDispatched(p.coded(err)), false
+	}
 	cs, _, err := p.session(ctx, pr)
 	if err != nil {
-		return providers.Result{}, providers.NotDispatched(p.coded(err))
+		return providers.Result{}, providers.NotDispatched(p.coded(err)), tokenRefused(pr, err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(p.cfg.CallTimeout))
 	defer cancel()
@@ -786,20 +886,41 @@ func (p *Provider) call(ctx context.Context, access authority.AccessContext, t *
 		if c == ClassNetworkUnreachable {
 			p.dropSession(pr, cs)
 		}
+		if f := challenged(pr, x, status); f != nil {
+			// The server refused the token (401) or wants a scope the
+			// grant lacks (403 insufficient_scope): the tool did not run.
+			return providers.Result{}, providers.NotDispatched(p.coded(f)), f.retry
+		}
 		if ctx.Err() == nil && c != ClassNetworkUnreachable && c != ClassTimeout {
 			// The server refused the call itself: perhaps the tool is gone
 			// or changed. Refresh, and say so if it did.
 			if changed := p.recheck(ctx, pr, access, t); changed != nil {
-				return providers.Result{}, changed
+				return providers.Result{}, changed, false
 			}
 		}
 		err := reason.New(c.code(), "mcp server %s: tools/call %s: %s: %s", p.id, t.Name, c, trimErr(err))
 		if !x.wasWritten() {
-			return providers.Result{}, providers.NotDispatched(err)
+			return providers.Result{}, providers.NotDispatched(err), false
 		}
-		return providers.Result{}, err
+		return providers.Result{}, err, false
 	}
-	return resultOf(res)
+	r, err := resultOf(res)
+	return r, err, false
+}
+
+// challenged reads a refused call's Bearer challenge: 401 on an OAuth
+// profile is a refused token (retry once refreshed, then auth_required);
+// 403 insufficient_scope is step-up: the scopes the server names.
+func challenged(pr *profile, x *exchange, status int) *failure {
+	switch {
+	case status == http.StatusUnauthorized && pr.client != nil:
+		return &failure{class: ClassAuthExpired, code: reason.AuthRequired, retry: true, msg: "the server refused the access token: authentication expired"}
+	case status == http.StatusForbidden:
+		if ch, ok := oauth.ParseChallenge(x.challenges()); ok && ch.Error == "insufficient_scope" {
+			return &failure{class: ClassInsufficientScope, msg: fmt.Sprintf("the server needs scope %q, which the credential was not granted: re-authorize the profile for it", strings.Join(ch.Scope, " "))}
+		}
+	}
+	return nil
 }
 
 // recheck re-discovers after a refused call and returns capability_changed

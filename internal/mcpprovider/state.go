@@ -50,6 +50,7 @@ const (
 	ClassServerBug          Class = "server_bug"          // JSON-RPC internal errors, HTTP 500, pagination that does not end
 	ClassRateLimited        Class = "rate_limited"        // HTTP 429
 	ClassUnsupported        Class = "unsupported_operation"
+	ClassInsufficientScope  Class = "insufficient_scope" // HTTP 403 with a Bearer insufficient_scope challenge (step-up)
 )
 
 // event is an input to the discovery state machine.
@@ -90,8 +91,12 @@ func next(s State, e event, c Class, hasSnapshot bool) State {
 }
 
 // failure is a classified error. Its message never holds a credential.
+// code, when set, is its reason code instead of the class's; retry marks
+// a token the server refused that one refresh may cure.
 type failure struct {
 	class Class
+	code  reason.Code
+	retry bool
 	msg   string
 }
 
@@ -104,6 +109,8 @@ func (c Class) code() reason.Code {
 		return reason.ProviderTimeout
 	case ClassRateLimited:
 		return reason.Overloaded
+	case ClassInsufficientScope:
+		return reason.InsufficientScope
 	case ClassNetworkUnreachable, ClassAuthExpired, ClassPermissionDenied:
 		return reason.ProviderUnavailable
 	}

@@ -43,6 +43,20 @@ type exchange struct {
 	// HTTP: the request was written to a TCP connection), so the server
 	// may have run it.
 	written bool
+	// challenge: the WWW-Authenticate values of the last 401 or 403.
+	challenge []string
+}
+
+func (x *exchange) setChallenge(v []string) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.challenge = v
+}
+
+func (x *exchange) challenges() []string {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.challenge
 }
 
 func (x *exchange) setWritten() {
@@ -213,6 +227,9 @@ type teeRoundTripper struct {
 	limit   int
 	// onStreamEnd is called when a long-lived stream's body ends.
 	onStreamEnd func()
+	// bearer, for an OAuth profile, gives the access token each request
+	// carries (Authorization: Bearer), current at the time of the request.
+	bearer func(context.Context) (string, error)
 }
 
 // rpcHead is the part of a JSON-RPC message the tee reads.
@@ -231,6 +248,13 @@ func (t *teeRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	for k, vs := range t.headers {
 		req.Header[k] = vs
+	}
+	if t.bearer != nil {
+		tok, err := t.bearer(req.Context())
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Authorization", "Bearer "+tok)
 	}
 	var head rpcHead
 	if req.Method == http.MethodPost && req.GetBody != nil {
@@ -256,6 +280,9 @@ func (t *teeRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	if x != nil && (resp.StatusCode < 200 || resp.StatusCode > 299) {
 		x.setStatus(resp.StatusCode)
+		if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
+			x.setChallenge(resp.Header.Values("WWW-Authenticate"))
+		}
 	}
 	stream := (req.Method == http.MethodGet || head.Method == "subscriptions/listen") &&
 		resp.StatusCode == http.StatusOK && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")

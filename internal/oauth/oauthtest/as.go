@@ -69,6 +69,7 @@ type Server struct {
 	access   map[string]*tok
 	refresh  map[string]*rtok
 	requests map[string]int // token requests by grant type
+	issued   []string       // every token it issued, access and refresh
 }
 
 type authReq struct {
@@ -149,6 +150,21 @@ func (s *Server) RevokeUser(name string) {
 			delete(s.refresh, k)
 		}
 	}
+}
+
+// RevokeAccess revokes one access token (its refresh token stays good).
+func (s *Server) RevokeAccess(token string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.access, token)
+}
+
+// Issued is every access and refresh token the server issued: what must
+// never appear in a log, an audit event, a metric or a status.
+func (s *Server) Issued() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.issued)
 }
 
 // Requests is how many token requests of grantType it answered (any outcome).
@@ -389,11 +405,13 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 func (s *Server) issue(w http.ResponseWriter, subject, client, resource, family string, scopes []string, withRefresh bool) {
 	at := "at-" + rand.Text()
 	s.access[at] = &tok{subject: subject, client: client, resource: resource, family: family, scopes: scopes, expires: s.Clock.Now().Add(s.TokenTTL)}
+	s.issued = append(s.issued, at)
 	out := map[string]any{"access_token": at, "token_type": "Bearer", "expires_in": int(s.TokenTTL / time.Second), "scope": strings.Join(scopes, " ")}
 	if withRefresh {
 		rt := "rt-" + rand.Text()
 		s.refresh[rt] = &rtok{subject: subject, client: client, resource: resource, family: family, scopes: scopes}
 		out["refresh_token"] = rt
+		s.issued = append(s.issued, rt)
 	}
 	writeJSON(w, http.StatusOK, out)
 }

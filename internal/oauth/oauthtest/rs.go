@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -35,6 +36,24 @@ type ResourceServer struct {
 	// Calls counts tools/call requests that reached a tool.
 	Calls atomic.Int64
 	tools []Tool
+
+	mu      sync.Mutex
+	servers []*mcp.Server
+}
+
+// Close ends every MCP session (a client whose token was revoked cannot
+// end its own), then the listener.
+func (rs *ResourceServer) Close() {
+	rs.CloseClientConnections()
+	rs.mu.Lock()
+	servers := rs.servers
+	rs.mu.Unlock()
+	for _, s := range servers {
+		for ss := range s.Sessions() {
+			_ = ss.Close()
+		}
+	}
+	rs.Server.Close()
 }
 
 // MCPPath is the MCP endpoint's path.
@@ -76,6 +95,9 @@ func NewResourceServer(as *Server, tools []Tool) *ResourceServer {
 // serverFor builds the MCP server a session of ti's token sees.
 func (rs *ResourceServer) serverFor(ti *auth.TokenInfo) *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "oauthtest", Version: "1"}, nil)
+	rs.mu.Lock()
+	rs.servers = append(rs.servers, s)
+	rs.mu.Unlock()
 	for _, t := range rs.tools {
 		if t.ListScope != "" && !slices.Contains(ti.Scopes, t.ListScope) {
 			continue

@@ -1,0 +1,99 @@
+package mcpprovider
+
+import (
+	"context"
+	"errors"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/sharedos/sharedos/internal/oauth"
+	"github.com/sharedos/sharedos/reason"
+)
+
+// An OAuth credential profile (Credential.OAuth) is authorized before
+// every discovery and call: authorize asks the node's OAuth store for a
+// usable token (refreshing it, serialized across nodes) and compares the
+// grant's identity with the one the profile's session and snapshots were
+// made with. What holds:
+//
+//   - A grant whose identity changed (a re-authorization, an account
+//     switch, a refresh granting other scopes) is a discovery event: the
+//     profile's snapshots are dropped (and keyed by grant, so none is
+//     served again), its session is closed, and the next turn discovers
+//     anew with the new token.
+//   - A grant that cannot be used (never authorized, refresh refused,
+//     revoked) moves the profile to auth_required with the reason; its
+//     snapshots go stale, so no tool runs from them: a turn that pinned
+//     the catalogue keeps it, and its calls fail auth_required.
+//   - The access token is put on each HTTP request to the configured
+//     endpoint only (teeRoundTripper), never in a log, an error or a
+//     status.
+
+// authorize makes pr's grant current and returns its identity ("" for a
+// profile that is not OAuth).
+func (p *Provider) authorize(ctx context.Context, pr *profile) (string, error) {
+	if pr.client == nil {
+		return "", nil
+	}
+	if p.opts.OAuth == nil {
+		f := &failure{class: ClassAuthExpired, code: reason.AuthRequired, msg: "this host has no OAuth store: an oauth credential profile cannot be used"}
+		p.authLost(pr, f)
+		return "", f
+	}
+	tok, err := p.opts.OAuth.Token(ctx, pr.ref, pr.client)
+	if err != nil {
+		if errors.Is(err, oauth.ErrAuthRequired) {
+			f := &failure{class: ClassAuthExpired, code: reason.AuthRequired, msg: "authentication expired: " + err.Error()}
+			p.authLost(pr, f)
+			return "", f
+		}
+		return "", &failure{class: ClassNetworkUnreachable, msg: "authorization server: " + err.Error()}
+	}
+	pr.mu.Lock()
+	changed := pr.grant != "" && pr.grant != tok.Identity
+	pr.grant, pr.bearer = tok.Identity, tok.Access
+	var cs *mcp.ClientSession
+	if changed {
+		clear(pr.snaps)
+		pr.gen++
+		cs, pr.session = pr.session, nil
+		pr.state, pr.since = next(pr.state, evHint, ClassNone, true), p.opts.Now()
+	}
+	pr.mu.Unlock()
+	if changed {
+		if cs != nil {
+			_ = cs.Close()
+		}
+		p.log.Info("mcp authorization changed: the catalogue is discovered again", "profile", pr.key)
+	}
+	return tok.Identity, nil
+}
+
+// authLost records that pr's grant cannot be used: auth_required with
+// the reason, every snapshot stale (shown as last-known, never run), the
+// session closed.
+func (p *Provider) authLost(pr *profile, f *failure) {
+	pr.mu.Lock()
+	for _, s := range pr.snaps {
+		s.stale = true
+	}
+	pr.state, pr.class, pr.lastErr, pr.since = StateAuthRequired, ClassAuthExpired, f.msg, p.opts.Now()
+	cs := pr.session
+	pr.session = nil
+	pr.mu.Unlock()
+	if cs != nil {
+		_ = cs.Close()
+	}
+}
+
+// bearer is the access token for one HTTP request of pr's session.
+func (p *Provider) bearer(ctx context.Context, pr *profile) (string, error) {
+	if p.opts.OAuth == nil {
+		return "", errors.New("mcpprovider: no OAuth store")
+	}
+	tok, err := p.opts.OAuth.Token(ctx, pr.ref, pr.client)
+	if err != nil {
+		return "", err
+	}
+	return tok.Access, nil
+}
