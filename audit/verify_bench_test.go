@@ -197,7 +197,7 @@ func (g *benchGen) checkpoint() {
 // BenchmarkVerify verifies a trail of a million events (and its
 // checkpoints) per iteration, with the checkpoints' keys trusted.
 //
-//	go test -run '^$' -bench '^BenchmarkVerify$' -benchtime 3x ./internal/audit
+//	go test -run '^$' -bench '^BenchmarkVerify$' -benchtime 3x ./audit
 func BenchmarkVerify(b *testing.B) {
 	recs := benchTrail(b)
 	bytes := 0
