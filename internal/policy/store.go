@@ -111,6 +111,9 @@ type Store struct {
 	js   jetstream.JetStream
 	kv   jetstream.KeyValue
 	opts Options
+	// atomic: the bucket's stream takes atomic batches, so an operation
+	// of several changes stores all of them or none.
+	atomic bool
 }
 
 // Open binds the bucket, creating it when it does not exist.
@@ -148,7 +151,9 @@ func Open(ctx context.Context, js jetstream.JetStream, opts Options) (*Store, er
 		return nil, fmt.Errorf("policy: bucket %s has %d replicas, fewer than the %d configured (policy.replicas): raise them with `nats stream edit KV_%s --replicas %d`",
 			opts.Bucket, s.StreamInfo().Config.Replicas, opts.Replicas, opts.Bucket, opts.Replicas)
 	}
-	return &Store{js: js, kv: kv, opts: opts}, nil
+	st0 := &Store{js: js, kv: kv, opts: opts}
+	st0.atomic = st0.enableAtomic(ctx)
+	return st0, nil
 }
 
 // Stream is the bucket's stream name.
@@ -440,10 +445,13 @@ func (s *Store) remove(ctx context.Context, j Journal, k Key, expect uint64, by 
 }
 
 // Import makes the store hold d: every key d changes is written with the
-// revision Diff saw (a key changed meanwhile refuses with a conflict, and
-// the import stops there: what was written before it stays, each write
-// recorded). d is validated whole before anything is written. It returns
-// the changes written.
+// revision Diff saw, all in one atomic batch, so a key changed meanwhile
+// refuses the whole import with a conflict naming it and nothing is
+// written. (On a server without atomic batches, older than nats-server
+// 2.12, the writes are one after another and the import stops at the
+// conflict: what was written before it stays, each write recorded.) d is
+// validated whole before anything is written. It returns the changes
+// written.
 func (s *Store) Import(ctx context.Context, d Document, by string) ([]Diff, error) {
 	changes, err := s.Diff(ctx, d)
 	if err != nil {
@@ -457,10 +465,17 @@ func (s *Store) Import(ctx context.Context, d Document, by string) ([]Diff, erro
 	return s.apply(ctx, changes, by)
 }
 
-// apply writes changes in order, each at the revision it names.
+// apply writes changes, each at the revision it names: as one atomic
+// batch where the bucket takes them, else in order.
 func (s *Store) apply(ctx context.Context, changes []Diff, by string) ([]Diff, error) {
 	j := s.journal()
-	done, err := s.applyIn(ctx, j, changes, by)
+	var done []Diff
+	var err error
+	if s.atomic && len(changes) > 1 {
+		done, err = s.applyAtomic(ctx, j, changes, by)
+	} else {
+		done, err = s.applyIn(ctx, j, changes, by)
+	}
 	return done, s.end(ctx, j, err)
 }
 
