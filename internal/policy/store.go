@@ -511,7 +511,22 @@ func (s *Store) Seed(ctx context.Context, d Document, by string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	_, err = s.apply(ctx, Compare(nil, nil, to), by)
+	// A seed larger than one atomic batch is stored a batch at a time: a
+	// node stopped part way leaves a store that is not empty and differs
+	// from the file, which the next start refuses unless policy.source is
+	// store (node.checkFileAgrees).
+	changes := Compare(nil, nil, to)
+	j := s.journal()
+	for len(changes) > 0 && err == nil {
+		n := min(len(changes), MaxAtomicChanges)
+		if s.atomic && n > 1 {
+			_, err = s.applyAtomic(ctx, j, changes[:n], by)
+		} else {
+			_, err = s.applyIn(ctx, j, changes[:n], by)
+		}
+		changes = changes[n:]
+	}
+	err = s.end(ctx, j, err)
 	return err == nil, err
 }
 
