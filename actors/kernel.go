@@ -14,11 +14,11 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sharedos/sharedos/audit"
 	"github.com/sharedos/sharedos/authority"
 	"github.com/sharedos/sharedos/catalog"
+	"github.com/sharedos/sharedos/contract"
 	"github.com/sharedos/sharedos/internal/providers"
 	"github.com/sharedos/sharedos/internal/ratelimit"
 	"github.com/sharedos/sharedos/internal/workpool"
@@ -104,6 +104,11 @@ type Options struct {
 	MaxReplyBytes int
 	// Limits bound provider definitions and call arguments.
 	Limits catalog.Limits
+	// Contracts, when set, gates every provider's tools against their
+	// accepted contract baselines at each resolution (docs/approvals.md):
+	// a drifted tool of a holding provider is left out of the turn and
+	// recorded pending_review. Nil: every tool a provider offers is held.
+	Contracts *contract.Gate
 	// Logger receives operational logs. Default slog.Default().
 	Logger *slog.Logger
 	// Switches disable protections for the conformance suite's proofs.
@@ -570,7 +575,7 @@ func (k *Kernel) InvokeAs(ctx context.Context, access authority.AccessContext, r
 		return CallResult{}, err
 	}
 	res, err := k.turnOp(ctx, access, func(a authority.AccessContext, dl time.Time) any {
-		return &invokeTool{access: a, deadline: dl, inv: turn.Invocation{Alias: alias, Arguments: args, Transport: a.Transport, Profile: profile}, requestID: requestID, span: trace.SpanContextFromContext(ctx)}
+		return &invokeTool{access: a, deadline: dl, inv: turn.Invocation{Alias: alias, Arguments: args, Transport: a.Transport, Profile: profile}, requestID: requestID}
 	})
 	var ce *CallError
 	var re *reason.Error

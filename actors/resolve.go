@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strings"
 	"sync"
 	"time"
 	"weak"
@@ -12,6 +13,7 @@ import (
 	"github.com/sharedos/sharedos/audit"
 	"github.com/sharedos/sharedos/authority"
 	"github.com/sharedos/sharedos/catalog"
+	"github.com/sharedos/sharedos/contract"
 	"github.com/sharedos/sharedos/internal/providers"
 	"github.com/sharedos/sharedos/reason"
 	"github.com/sharedos/sharedos/turn"
@@ -195,6 +197,28 @@ func resolveProvider(ctx context.Context, sh *shared, p providers.ContextToolPro
 		}
 		tools = append(tools, t)
 	}
+	if g := sh.opts.Contracts; g != nil && !sh.opts.Switches.NoContractBaselines {
+		var drift []contract.Drifted
+		tools, drift = g.Admit(ctx, access.Tenant, p.ID(), tools)
+		// The record names at most maxDriftRecorded drifted tools (a
+		// provider's first resolution adopts every tool as new); every
+		// held one is listed in Refused and PendingReview.
+		for i, d := range drift {
+			if i < maxDriftRecorded {
+				cs := make([]string, len(d.Classes))
+				for i, c := range d.Classes {
+					cs[i] = string(c)
+				}
+				st.Drift = append(st.Drift, audit.ContractDrift{Tool: d.Tool, Revision: d.Revision, Decision: string(d.Decision), Classes: cs, Accepted: d.Accepted})
+			}
+			if d.Held() {
+				st.Refused = append(st.Refused, truncate(heldLine(d), 256))
+			}
+			if d.Decision == contract.PendingReview {
+				st.PendingReview = append(st.PendingReview, d.Tool)
+			}
+		}
+	}
 	if len(st.Refused) > 0 {
 		st.Status = "partial"
 	}
@@ -250,4 +274,24 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return fmt.Sprintf("%s… (%d bytes)", s[:n], len(s))
+}
+
+// maxDriftRecorded bounds the drifted tools one provider's status names.
+const maxDriftRecorded = 256
+
+// heldLine says why a drifted tool is out of the turn, as a degraded
+// report lists it: "search: pending_review (description_changed)".
+func heldLine(d contract.Drifted) string {
+	line := d.Tool + ": " + string(d.Decision)
+	if len(d.Classes) > 0 {
+		cs := make([]string, len(d.Classes))
+		for i, c := range d.Classes {
+			cs[i] = string(c)
+		}
+		line += " (" + strings.Join(cs, ",") + ")"
+	}
+	if d.Detail != "" {
+		line += ": " + d.Detail
+	}
+	return line
 }

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sharedos/sharedos/audit"
 	"github.com/sharedos/sharedos/authority"
@@ -536,11 +535,7 @@ func (a *turnActor) invoke(ctx actor.Context, sender *actor.PID, msg *invokeTool
 		Access: access, CallID: d.CallID, Tool: d.Tool.Identity, Revision: d.Tool.Revision, Token: d.Tool.Token,
 		Arguments: msg.inv.Arguments, Resource: d.Resource, CatalogHash: rec.Event.CatalogHash, Node: a.sh.opts.Node,
 	}
-	parent := context.Background()
-	if msg.span.IsValid() {
-		parent = trace.ContextWithSpanContext(parent, msg.span)
-	}
-	cctx, cancel := context.WithDeadline(parent, execDeadline)
+	cctx, cancel := context.WithDeadline(context.Background(), execDeadline)
 	pc := &pendingCall{sender: sender, cancel: cancel, catalogHash: rec.Event.CatalogHash, key: key}
 	if a.calls == nil {
 		a.calls = map[string]*pendingCall{}

@@ -189,7 +189,7 @@ func TestFastDecoderAgreesWithJSON(t *testing.T) {
 				ev.Catalog.Tools = append(ev.Catalog.Tools, Tool{str(), str(), str(), str(), str()})
 			}
 			for range r.IntN(3) {
-				ev.Catalog.Providers = append(ev.Catalog.Providers, ProviderStatus{str(), str(), str(), str(), r.IntN(9) - 2, strs(), r.Int64N(1e6)})
+				ev.Catalog.Providers = append(ev.Catalog.Providers, ProviderStatus{str(), str(), str(), str(), r.IntN(9) - 2, strs(), r.Int64N(1e6), strs(), []ContractDrift{{str(), str(), str(), strs(), str()}}})
 			}
 		}
 		if r.IntN(2) == 0 {

@@ -107,7 +107,63 @@ func appendEvent(b []byte, ev *Event) []byte {
 		b = appendString(b, p.By)
 		b = append(b, '}')
 	}
+	if c := ev.Contract; c != nil {
+		b = appendContractReview(b, c)
+	}
 	return append(b, '}')
+}
+
+func appendContractReview(b []byte, c *ContractReview) []byte {
+	b = append(b, `,"contract":{"tenant":`...)
+	b = appendString(b, c.Tenant)
+	b = append(b, `,"provider":`...)
+	b = appendString(b, c.Provider)
+	b = append(b, `,"tool":`...)
+	b = appendString(b, c.Tool)
+	b = append(b, `,"decision":`...)
+	b = appendString(b, c.Decision)
+	b = append(b, `,"revision":`...)
+	b = appendString(b, c.Revision)
+	if c.Previous != "" {
+		b = append(b, `,"previous":`...)
+		b = appendString(b, c.Previous)
+	}
+	if len(c.Classes) > 0 {
+		b = append(b, `,"classes":`...)
+		b = appendStrings(b, c.Classes)
+	}
+	b = append(b, `,"by":`...)
+	b = appendString(b, c.By)
+	if c.Why != "" {
+		b = append(b, `,"why":`...)
+		b = appendString(b, c.Why)
+	}
+	return append(b, '}')
+}
+
+func appendDrift(b []byte, ds []ContractDrift) []byte {
+	b = append(b, `,"drift":[`...)
+	for i, d := range ds {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"tool":`...)
+		b = appendString(b, d.Tool)
+		b = append(b, `,"revision":`...)
+		b = appendString(b, d.Revision)
+		b = append(b, `,"decision":`...)
+		b = appendString(b, d.Decision)
+		if len(d.Classes) > 0 {
+			b = append(b, `,"classes":`...)
+			b = appendStrings(b, d.Classes)
+		}
+		if d.Accepted != "" {
+			b = append(b, `,"accepted":`...)
+			b = appendString(b, d.Accepted)
+		}
+		b = append(b, '}')
+	}
+	return append(b, ']')
 }
 
 func appendProjection(b []byte, p *Projection) []byte {
@@ -201,6 +257,13 @@ func appendCatalog(b []byte, c *Catalog) []byte {
 			}
 			b = append(b, `,"duration_us":`...)
 			b = strconv.AppendInt(b, p.DurationMicros, 10)
+			if len(p.PendingReview) > 0 {
+				b = append(b, `,"pending_review":`...)
+				b = appendStrings(b, p.PendingReview)
+			}
+			if len(p.Drift) > 0 {
+				b = appendDrift(b, p.Drift)
+			}
 			b = append(b, '}')
 		}
 		b = append(b, ']')

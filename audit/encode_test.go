@@ -36,7 +36,11 @@ func randomEvent(r *rand.Rand) *Event {
 			ev.Catalog.Tools = []Tool{{Alias: rs(), Provider: rs(), Name: rs(), Namespace: rs(), Revision: rs()}}
 		}
 		if r.IntN(3) > 0 {
-			ev.Catalog.Providers = []ProviderStatus{{Provider: rs(), Status: rs(), Reason: rs(), Error: rs(), Tools: r.IntN(5), Refused: strs(), DurationMicros: r.Int64N(1e6)}}
+			ev.Catalog.Providers = []ProviderStatus{{Provider: rs(), Status: rs(), Reason: rs(), Error: rs(), Tools: r.IntN(5), Refused: strs(), DurationMicros: r.Int64N(1e6),
+				PendingReview: strs()}}
+			for range r.IntN(3) {
+				ev.Catalog.Providers[0].Drift = append(ev.Catalog.Providers[0].Drift, ContractDrift{Tool: rs(), Revision: rs(), Decision: rs(), Classes: strs(), Accepted: rs()})
+			}
 		}
 	}
 	if r.IntN(2) == 0 {
@@ -57,6 +61,9 @@ func randomEvent(r *rand.Rand) *Event {
 	}
 	if r.IntN(2) == 0 {
 		ev.Policy = &PolicyChange{Key: rs(), Op: rs(), PrevRevision: r.Uint64N(3), Revision: r.Uint64N(1 << 40), PrevHash: rs(), Hash: rs(), By: rs()}
+	}
+	if r.IntN(2) == 0 {
+		ev.Contract = &ContractReview{Tenant: rs(), Provider: rs(), Tool: rs(), Decision: rs(), Revision: rs(), Previous: rs(), Classes: strs(), By: rs(), Why: rs()}
 	}
 	return ev
 }

@@ -27,6 +27,10 @@ const (
 	// each node records the changes it writes in a policy chain of its
 	// own (PolicyTenant; docs/audit.md, "Policy changes").
 	PolicyChanged Type = "policy.changed"
+	// ContractReviewed records an approver's review of a tool's contract
+	// baseline (accepted or rejected), in the reviewing node's policy
+	// chain like policy.changed: baselines are policy data.
+	ContractReviewed Type = "contract.reviewed"
 )
 
 // PolicyTenant is the tenant of every node's policy chain: policy is the
@@ -37,7 +41,7 @@ const PolicyTenant = "_policy"
 
 // Types lists every event type.
 func Types() []Type {
-	return []Type{TurnOpened, CatalogResolved, CatalogListed, ToolInvoked, ToolCompleted, NamespacesUpdated, TurnAttached, TurnDetached, TurnClosed, PolicyChanged}
+	return []Type{TurnOpened, CatalogResolved, CatalogListed, ToolInvoked, ToolCompleted, NamespacesUpdated, TurnAttached, TurnDetached, TurnClosed, PolicyChanged, ContractReviewed}
 }
 
 // Event is one audit record. Fields after CatalogHash are set only by the
@@ -88,6 +92,41 @@ type Event struct {
 	Lease *Lease `json:"lease,omitempty"`
 	// Policy: on policy.changed.
 	Policy *PolicyChange `json:"policy,omitempty"`
+	// Contract: on contract.reviewed.
+	Contract *ContractReview `json:"contract,omitempty"`
+}
+
+// ContractReview is an approver's decision on one tool's contract
+// baseline, on contract.reviewed.
+type ContractReview struct {
+	// Tenant, Provider and Tool name the baseline.
+	Tenant   string `json:"tenant"`
+	Provider string `json:"provider"`
+	Tool     string `json:"tool"`
+	// Decision is "accepted" (Revision is the baseline now) or "rejected"
+	// (the baseline stays Previous, and the tool stays out of turns while
+	// its provider offers Revision).
+	Decision string `json:"decision"`
+	Revision string `json:"revision"`
+	// Previous is the accepted revision before the review ("" for none).
+	Previous string `json:"previous,omitempty"`
+	// Classes classify the change from Previous to Revision.
+	Classes []string `json:"classes,omitempty"`
+	// By is the approver's bus identity; Why their reason.
+	By  string `json:"by"`
+	Why string `json:"why,omitempty"`
+}
+
+// ContractDrift is one tool of a resolution whose contract is not its
+// accepted baseline, on tool.catalog.resolved: what was done with it
+// ("adopted", held "pending_review", "rejected", "hidden_text",
+// "baseline_unavailable") and how it changed.
+type ContractDrift struct {
+	Tool     string   `json:"tool"`
+	Revision string   `json:"revision"`
+	Decision string   `json:"decision"`
+	Classes  []string `json:"classes,omitempty"`
+	Accepted string   `json:"accepted,omitempty"`
 }
 
 // PolicyChange is one change to the policy store, on policy.changed.
@@ -163,10 +202,16 @@ type ProviderStatus struct {
 	Reason string `json:"reason,omitempty"`
 	Error  string `json:"error,omitempty"`
 	Tools  int    `json:"tools"`
-	// Refused lists definitions refused by the discovery limits.
+	// Refused lists definitions refused by the discovery limits, and
+	// tools the contract gate left out.
 	Refused []string `json:"refused,omitempty"`
 	// DurationMicros is how long the provider took to answer.
 	DurationMicros int64 `json:"duration_us"`
+	// PendingReview names the tools left out of the turn because their
+	// contract changed and waits for an approver (drift: hold).
+	PendingReview []string `json:"pending_review,omitempty"`
+	// Drift lists every tool whose contract was not its accepted baseline.
+	Drift []ContractDrift `json:"drift,omitempty"`
 }
 
 // Call describes a tool call, on tool.invoked and tool.completed.

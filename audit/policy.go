@@ -58,7 +58,32 @@ func (c *PolicyChain) Emit(sink Sink, now time.Time, change PolicyChange) ([]Rec
 		out = append(out, sink.Emit(rec))
 	}
 	ch := change
-	rec, err := c.record(now, &Event{Type: PolicyChanged, Policy: &ch})
+	return c.emit(sink, now, &Event{Type: PolicyChanged, Policy: &ch}, out)
+}
+
+// EmitReview records a contract review at now on sink (contract.reviewed),
+// in the chain as Emit records a policy change.
+func (c *PolicyChain) EmitReview(sink Sink, now time.Time, review ContractReview) ([]Receipt, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, fmt.Errorf("audit: policy chain %s is closed", c.turn)
+	}
+	var out []Receipt
+	if !c.opened {
+		rec, err := c.record(now, &Event{Type: TurnOpened, Caller: c.node})
+		if err != nil {
+			return nil, err
+		}
+		c.opened = true
+		out = append(out, sink.Emit(rec))
+	}
+	rv := review
+	return c.emit(sink, now, &Event{Type: ContractReviewed, Contract: &rv}, out)
+}
+
+func (c *PolicyChain) emit(sink Sink, now time.Time, ev *Event, out []Receipt) ([]Receipt, error) {
+	rec, err := c.record(now, ev)
 	if err != nil {
 		return out, err
 	}

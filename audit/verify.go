@@ -469,8 +469,11 @@ func (v *Verifier) check(ts *turnState, ev *leanEvent) {
 	case t == PolicyChanged && !ev.hasPolicy:
 		v.turnFail(ts, seq, v.index, "policy.changed names no key or no author")
 		return
-	case policyChain && t != TurnOpened && t != PolicyChanged && t != TurnClosed:
-		v.turnFail(ts, seq, v.index, "%s in a policy chain, which holds only turn.opened, policy.changed and turn.closed", t)
+	case t == ContractReviewed && !policyChain:
+		v.turnFail(ts, seq, v.index, "contract.reviewed in the chain of tenant %q: reviews are recorded only in a node's policy chain (tenant %s)", ts.tenant, PolicyTenant)
+		return
+	case policyChain && t != TurnOpened && t != PolicyChanged && t != ContractReviewed && t != TurnClosed:
+		v.turnFail(ts, seq, v.index, "%s in a policy chain, which holds only turn.opened, policy.changed, contract.reviewed and turn.closed", t)
 		return
 	}
 	switch Type(ev.typ) {

@@ -181,6 +181,13 @@ func buildTrail(t *testing.T) (realTrail, error) {
 			step(audit.Wait(ctx, r))
 		}
 	}
+	// An approver accepts a tool's changed contract.
+	rs, err := pc.EmitReview(cp, time.Now(), audit.ContractReview{Tenant: "acme", Provider: "notes", Tool: "put", Decision: "accepted",
+		Revision: strings.Repeat("d", 64), Previous: strings.Repeat("e", 64), Classes: []string{"description_changed"}, By: "carol", Why: "reviewed"})
+	step(err)
+	for _, r := range rs {
+		step(audit.Wait(ctx, r))
+	}
 	// Concurrent turns interleave in the stream.
 	var wg sync.WaitGroup
 	for i := range 4 {

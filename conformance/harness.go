@@ -13,6 +13,7 @@ import (
 	"github.com/sharedos/sharedos/audit"
 	"github.com/sharedos/sharedos/authority"
 	"github.com/sharedos/sharedos/catalog"
+	"github.com/sharedos/sharedos/contract"
 	"github.com/sharedos/sharedos/internal/providers"
 )
 
@@ -115,6 +116,20 @@ type Fixture struct {
 	// Live is Auth and Credentials: the policy as the node's policy store
 	// keeps it, changed by rows while turns are open.
 	Live *authority.Live
+	// Contracts is the kernel's contract gate, over baselines in memory:
+	// every provider adopts each change until a row holds it (Hold).
+	Contracts *contract.Gate
+	holding   sync.Map // provider id → true
+}
+
+// Hold gives provider the policy drift: hold (first use trusted).
+func (f *Fixture) Hold(provider string) { f.holding.Store(provider, true) }
+
+func (f *Fixture) contractPolicy(provider string) contract.Policy {
+	if _, ok := f.holding.Load(provider); ok {
+		return contract.Policy{Drift: contract.DriftHold, FirstUse: contract.FirstUseTrust}
+	}
+	return contract.Policy{}
 }
 
 // Principals.
@@ -182,7 +197,7 @@ func NewFixture(t testing.TB) *Fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Fixture{
+	f := &Fixture{
 		Live:        live,
 		Credentials: live,
 		Clock:       &Clock{now: T0},
@@ -191,6 +206,9 @@ func NewFixture(t testing.TB) *Fixture {
 		Notes:       providers.NewMemory("notes", providers.MemoryTool{Definition: putDef(), Handler: providers.EchoHandler}),
 		Auth:        live,
 	}
+	f.Contracts = contract.NewGate(contract.NewMemory(), contract.GateOptions{Policy: f.contractPolicy, Clock: f.Clock.Now,
+		Logger: slog.New(slog.DiscardHandler)})
+	return f
 }
 
 // Options returns kernel options over the fixture.
@@ -203,6 +221,7 @@ func (f *Fixture) Options() actors.Options {
 		Sink:        f.Sink,
 		Clock:       f.Clock.Now,
 		StepCeiling: 64,
+		Contracts:   f.Contracts,
 		IdleTimeout: time.Minute,
 		Logger:      slog.New(slog.DiscardHandler),
 	}

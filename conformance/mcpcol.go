@@ -201,6 +201,7 @@ func (d *MCPDriver) ListTools(ctx context.Context, a authority.AccessContext) (a
 			return actors.ToolList{}, mcpError(err)
 		}
 		out.CatalogHash, _ = res.Meta[mcpfront.MetaCatalogHash].(string)
+		out.Degraded = append(out.Degraded, metaDegraded(res.Meta[mcpfront.MetaDegraded])...)
 		for _, t := range res.Tools {
 			schema, _ := json.Marshal(t.InputSchema)
 			out.Tools = append(out.Tools, actors.ListedTool{Alias: t.Name, Description: t.Description, InputSchema: schema})

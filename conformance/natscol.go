@@ -97,6 +97,9 @@ func (d *ClientDriver) ListTools(ctx context.Context, a authority.AccessContext)
 		return actors.ToolList{}, err
 	}
 	out := actors.ToolList{CatalogHash: rep.CatalogHash}
+	for _, d := range rep.Degraded {
+		out.Degraded = append(out.Degraded, actors.ProviderStatus{Provider: d.Provider, Status: d.Status, Reason: d.Code, Error: d.Message})
+	}
 	for _, t := range rep.Tools {
 		out.Tools = append(out.Tools, actors.ListedTool{
 			Alias: t.Alias, Identity: catalog.Identity{Provider: t.Provider, Name: t.Name}, Namespace: t.Namespace,

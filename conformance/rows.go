@@ -63,6 +63,7 @@ func Rows() []Row {
 		decidedAtTheInstant, foreignLease, crossTenantOpen, credentialProfileBound, directProviderCall,
 		sameNameTwoServers, listChangedMidTurn, projectionDeterministic, aliasRoundTrip, grantRevokedMidTurn,
 		staleTokenReconnect, // mcpcol.go
+		contractDriftHeld,   // contractrows.go
 	}
 }
 

@@ -18,7 +18,7 @@ import (
 // that random instances hit the schemas' edges often. Each property runs
 // a fixed number of seeded cases: bounded, fast and reproducible.
 
-const cases = 400
+const cases = 200
 
 var names = []string{"a", "b", "c", "d"}
 
@@ -308,7 +308,7 @@ func compile(t *testing.T, s json.RawMessage) *jsonschema.Schema {
 func counterexample(t *testing.T, g *gen, a, b json.RawMessage) any {
 	t.Helper()
 	sa, sb := compile(t, a), compile(t, b)
-	for range 300 {
+	for range 150 {
 		v := clone(g.instance(2))
 		if sa.Validate(v) == nil && sb.Validate(v) != nil {
 			return v

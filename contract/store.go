@@ -53,11 +53,13 @@ const (
 	// Accepted, Rejected: by an approver.
 	Accepted Decision = "accepted"
 	Rejected Decision = "rejected"
-	// PendingReview: held out of turns until an approver decides.
+	// PendingReview: held out of turns until an approver decides. The
+	// decisions that leave a tool out and have a reason code are spelled
+	// as it (reason.PendingReview, reason.HiddenText).
 	PendingReview Decision = "pending_review"
 	// RefusedHidden: refused because its model-facing text carries
 	// hidden characters and the provider's policy refuses them.
-	RefusedHidden Decision = "refused_hidden_text"
+	RefusedHidden Decision = "hidden_text"
 	// Unavailable: held because its baseline could not be read.
 	Unavailable Decision = "baseline_unavailable"
 )

@@ -117,6 +117,17 @@ const (
 	// scope the credential was not granted (step-up); the message names
 	// the scope. Re-authorizing the profile for it may allow the call.
 	InsufficientScope Code = "insufficient_scope"
+	// PendingReview: the tool's contract is not the revision accepted for
+	// the tenant and its provider holds drift for review (drift: hold);
+	// the tool is left out of the turn until an approver accepts it
+	// (docs/approvals.md). Given in degraded reports, not to a call: a
+	// held tool is not in the turn's catalogue (a call is unknown_tool).
+	PendingReview Code = "pending_review"
+	// HiddenText: the tool's model-facing text (title, description,
+	// schemas, annotations) carries invisible or bidirectional-control
+	// characters and its provider's policy refuses such tools
+	// (refuse_hidden_text); the tool is left out of every turn.
+	HiddenText Code = "hidden_text"
 	// Internal: a SharedOS fault, not the caller's: a bug or an
 	// infrastructure failure.
 	Internal Code = "internal"
@@ -131,7 +142,7 @@ func Codes() []Code {
 		ProviderUnavailable, ProviderTimeout, ProviderError, CapabilityChanged,
 		Overloaded, InvalidRequest, NodeUnavailable, AuditUnavailable,
 		DeadlineExceeded, ResultTooLarge, RateLimited, TenantForbidden, CredentialForbidden, PolicyStale,
-		PolicyForbidden, PolicyConflict, PolicyNotFound, AuthRequired, InsufficientScope, Internal,
+		PolicyForbidden, PolicyConflict, PolicyNotFound, AuthRequired, InsufficientScope, PendingReview, HiddenText, Internal,
 	}
 }
 
@@ -219,5 +230,7 @@ var (
 	ErrPolicyNotFound      = &Error{Code: PolicyNotFound}
 	ErrAuthRequired        = &Error{Code: AuthRequired}
 	ErrInsufficientScope   = &Error{Code: InsufficientScope}
+	ErrPendingReview       = &Error{Code: PendingReview}
+	ErrHiddenText          = &Error{Code: HiddenText}
 	ErrInternal            = &Error{Code: Internal}
 )

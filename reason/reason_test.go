@@ -31,6 +31,8 @@ func TestErrorsIsMatchesByCode(t *testing.T) {
 		reason.PolicyNotFound:      reason.ErrPolicyNotFound,
 		reason.AuthRequired:        reason.ErrAuthRequired,
 		reason.InsufficientScope:   reason.ErrInsufficientScope,
+		reason.PendingReview:       reason.ErrPendingReview,
+		reason.HiddenText:          reason.ErrHiddenText,
 		reason.Internal:            reason.ErrInternal,
 	}
 	if len(sentinels) != len(reason.Codes()) {

@@ -50,6 +50,9 @@ type Switches struct {
 	IgnoreNamespaces bool
 	// NoStepCeiling skips the step ceiling.
 	NoStepCeiling bool
+	// NoContractBaselines skips the contract gate at resolution (read by
+	// the kernel): a drifted tool of a holding provider is held anyway.
+	NoContractBaselines bool
 	// OmitCatalogHash leaves catalogHash off tool.invoked.
 	OmitCatalogHash bool
 	// NoOneOperationTurns refuses operations that name no turn instead of

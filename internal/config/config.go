@@ -27,7 +27,6 @@ import (
 	"github.com/sharedos/sharedos/internal/mcpprovider"
 	"github.com/sharedos/sharedos/internal/providers"
 	"github.com/sharedos/sharedos/internal/ratelimit"
-	"github.com/sharedos/sharedos/internal/tracing"
 )
 
 // Config is cluster.yaml.
@@ -61,9 +60,6 @@ type Config struct {
 	// Approvals name the calls that need a human's approval before they
 	// run, per tenant (docs/approvals.md). Absent: none do.
 	Approvals []ApprovalRule `yaml:"approvals"`
-	// Tracing exports OpenTelemetry traces over OTLP (docs/observability.md).
-	// Absent: off.
-	Tracing tracing.Config `yaml:"tracing"`
 }
 
 // ApprovalRule is one approval rule (approval.RuleSpec): calls of tenant
@@ -405,6 +401,20 @@ type Provider struct {
 	// MCP, for kind "mcp", is the MCP server this provider puts behind
 	// the kernel, as an MCP client inside the node (docs/discovery.md).
 	MCP *mcpprovider.Config `yaml:"mcp"`
+	// Drift is what a turn does with one of this provider's tools whose
+	// contract is not the revision last accepted for the turn's tenant
+	// (docs/approvals.md): "adopt" (the default: holds it, and the
+	// baseline advances, recorded) or "hold" (leaves it out, pending
+	// review, until an approver accepts the new revision).
+	Drift string `yaml:"drift,omitempty"`
+	// FirstUse, under drift: hold, is what a turn does with a tool that
+	// has no accepted revision yet: "trust" (the default: adopted) or
+	// "hold" (waits for review like a changed one).
+	FirstUse string `yaml:"first_use,omitempty"`
+	// RefuseHiddenText leaves out of every turn a tool whose model-facing
+	// text (title, description, schemas, annotations) carries invisible
+	// or bidirectional-control characters.
+	RefuseHiddenText bool `yaml:"refuse_hidden_text,omitempty"`
 }
 
 // Tool is a static tool.
@@ -595,9 +605,6 @@ func (c *Config) Validate() error {
 		if c.Node.HTTP == "off" && len(c.Cluster.Nodes) == 0 {
 			add("node.mcp_url is set but node.http is off: the MCP front is served on the HTTP listener")
 		}
-	}
-	if err := c.Tracing.Validate(); err != nil {
-		add("%v", err)
 	}
 	switch c.Audit.Durability {
 	case "acked", "async":
@@ -808,6 +815,15 @@ func (c *Config) Validate() error {
 		}
 		if p.Host != "" && p.Kind != "nats" {
 			add("providers[%d] (%s): host is only for nats providers", i, p.ID)
+		}
+		if p.Drift != "" && p.Drift != "adopt" && p.Drift != "hold" {
+			add("providers[%d] (%s): drift %q must be adopt or hold", i, p.ID, p.Drift)
+		}
+		if p.FirstUse != "" && p.FirstUse != "trust" && p.FirstUse != "hold" {
+			add("providers[%d] (%s): first_use %q must be trust or hold", i, p.ID, p.FirstUse)
+		}
+		if p.FirstUse == "hold" && p.Drift != "hold" {
+			add("providers[%d] (%s): first_use: hold needs drift: hold (an adopting provider reviews nothing)", i, p.ID)
 		}
 	}
 	return errors.Join(errs...)
