@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sharedos/sharedos/audit"
 	"github.com/sharedos/sharedos/authority"
@@ -575,7 +576,7 @@ func (k *Kernel) InvokeAs(ctx context.Context, access authority.AccessContext, r
 		return CallResult{}, err
 	}
 	res, err := k.turnOp(ctx, access, func(a authority.AccessContext, dl time.Time) any {
-		return &invokeTool{access: a, deadline: dl, inv: turn.Invocation{Alias: alias, Arguments: args, Transport: a.Transport, Profile: profile}, requestID: requestID}
+		return &invokeTool{access: a, deadline: dl, inv: turn.Invocation{Alias: alias, Arguments: args, Transport: a.Transport, Profile: profile}, requestID: requestID, span: trace.SpanContextFromContext(ctx)}
 	})
 	var ce *CallError
 	var re *reason.Error

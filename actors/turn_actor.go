@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sharedos/sharedos/audit"
 	"github.com/sharedos/sharedos/authority"
@@ -535,7 +536,11 @@ func (a *turnActor) invoke(ctx actor.Context, sender *actor.PID, msg *invokeTool
 		Access: access, CallID: d.CallID, Tool: d.Tool.Identity, Revision: d.Tool.Revision, Token: d.Tool.Token,
 		Arguments: msg.inv.Arguments, Resource: d.Resource, CatalogHash: rec.Event.CatalogHash, Node: a.sh.opts.Node,
 	}
-	cctx, cancel := context.WithDeadline(context.Background(), execDeadline)
+	parent := context.Background()
+	if msg.span.IsValid() {
+		parent = trace.ContextWithSpanContext(parent, msg.span)
+	}
+	cctx, cancel := context.WithDeadline(parent, execDeadline)
 	pc := &pendingCall{sender: sender, cancel: cancel, catalogHash: rec.Event.CatalogHash, key: key}
 	if a.calls == nil {
 		a.calls = map[string]*pendingCall{}

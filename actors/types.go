@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/sharedos/sharedos/authority"
 	"github.com/sharedos/sharedos/catalog"
 	"github.com/sharedos/sharedos/internal/providers"
@@ -150,6 +152,9 @@ type (
 		// requestID, if set, makes the call keyed (see keyed.go): a
 		// retry with the same id gets this call's answer.
 		requestID string
+		// span is the caller's span: it parents the execution's spans
+		// (the provider hop), nothing else.
+		span trace.SpanContext
 	}
 	// closeTurn ends the turn; sent by the directory when the turn idles
 	// out or the kernel shuts down.

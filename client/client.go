@@ -26,7 +26,9 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel/trace"
 
+	"github.com/sharedos/sharedos/internal/traceprop"
 	"github.com/sharedos/sharedos/messages"
 	"github.com/sharedos/sharedos/reason"
 )
@@ -57,12 +59,19 @@ type Options struct {
 	// it idles out (kernel.idle_timeout); a draining node waits for it
 	// until its drain_timeout. Default 3; 1: no retry.
 	OpenAttempts int
+	// TracerProvider, if set, records a client span per request,
+	// "sharedos.{op}", under the span of the context the caller passes,
+	// and sends its W3C trace context in the request's NATS headers, so
+	// the node's spans (and the provider's and MCP server's beyond) join
+	// the caller's trace. nil: no span and no header.
+	TracerProvider trace.TracerProvider
 }
 
 // Client talks to SharedOS nodes over one NATS connection.
 type Client struct {
 	nc     *nats.Conn
 	opts   Options
+	tracer trace.Tracer
 	resent atomic.Uint64
 }
 
@@ -88,7 +97,7 @@ func New(nc *nats.Conn, opts *Options) *Client {
 		o.Limits = messages.DefaultLimits()
 		o.Limits.MaxBytes = 8 << 20
 	}
-	return &Client{nc: nc, opts: o}
+	return &Client{nc: nc, opts: o, tracer: traceprop.Tracer(o.TracerProvider)}
 }
 
 // Access is who is asking: the tenant, principal, credential profile id
@@ -344,6 +353,19 @@ func (c *Client) request(ctx context.Context, subject string, build func(uint32)
 // requestCounted is request, also saying whether the request was sent
 // more than once.
 func (c *Client) requestCounted(ctx context.Context, subject string, build func(uint32) messages.Message, rep messages.Reply, turn, resend bool) (resent bool, _ error) {
+	if c.tracer == nil {
+		return c.send(ctx, subject, build, rep, turn, resend, nil)
+	}
+	ctx, span := c.startSpan(ctx, subject)
+	m := &nats.Msg{}
+	traceprop.Inject(ctx, m)
+	resent, err := c.send(ctx, subject, build, rep, turn, resend, m.Header)
+	traceprop.End(span, codeOf(err))
+	return resent, err
+}
+
+// send is requestCounted with the request's headers.
+func (c *Client) send(ctx context.Context, subject string, build func(uint32) messages.Message, rep messages.Reply, turn, resend bool, hdr nats.Header) (resent bool, _ error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.opts.Timeout)
@@ -361,7 +383,7 @@ func (c *Client) requestCounted(ctx context.Context, subject string, build func(
 	if err != nil {
 		return false, fmt.Errorf("client: encoding request: %w", err)
 	}
-	msg, resent, err := c.exchange(ctx, subject, data, resend)
+	msg, resent, err := c.exchange(ctx, subject, data, hdr, resend)
 	switch {
 	case errors.Is(err, nats.ErrNoResponders) && turn:
 		return resent, reason.New(reason.TurnNotFound, "no node answers for %s (the turn's node is gone)", subject)
@@ -382,15 +404,15 @@ func (c *Client) requestCounted(ctx context.Context, subject string, build func(
 // request not answered within the attempt's wait (ResendAfter, doubling)
 // is sent again, byte for byte, until ctx ends; a connection that is
 // reconnecting is waited for the same way.
-func (c *Client) exchange(ctx context.Context, subject string, data []byte, resend bool) (_ *nats.Msg, resent bool, _ error) {
+func (c *Client) exchange(ctx context.Context, subject string, data []byte, hdr nats.Header, resend bool) (_ *nats.Msg, resent bool, _ error) {
 	if !resend || c.opts.ResendAfter < 0 {
-		msg, err := c.nc.RequestWithContext(ctx, subject, data)
+		msg, err := c.ask(ctx, subject, data, hdr)
 		return msg, false, err
 	}
 	wait := c.opts.ResendAfter
 	for {
 		actx, cancel := context.WithTimeout(ctx, wait)
-		msg, err := c.nc.RequestWithContext(actx, subject, data)
+		msg, err := c.ask(actx, subject, data, hdr)
 		cancel()
 		late := errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, nats.ErrConnectionReconnecting)
 		switch {

@@ -16,9 +16,11 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sharedos/sharedos/catalog"
 	"github.com/sharedos/sharedos/internal/providers"
+	"github.com/sharedos/sharedos/internal/traceprop"
 	"github.com/sharedos/sharedos/messages"
 	"github.com/sharedos/sharedos/reason"
 )
@@ -39,6 +41,8 @@ type Host struct {
 	norm *catalog.Normalizer
 	// pageBytes bounds the tools' share of a catalogue page (see page).
 	pageBytes int
+	// tracer records the requests' spans (Options.TracerProvider); nil: none.
+	tracer trace.Tracer
 	// grants verifies execution grants; nil only with InsecureUnsigned.
 	grants   *providers.GrantVerifier
 	inflight atomic.Int64
@@ -73,7 +77,8 @@ func Serve(nc *nats.Conn, id string, p Provider, opts *Options) (*Host, error) {
 	default:
 		return nil, fmt.Errorf("provider %s: scope %q must be principal, tenant or global", id, o.Scope)
 	}
-	h := &Host{id: id, nc: nc, opts: o, p: p, norm: catalog.NewNormalizer(o.Limits, 2*providers.MaxCatalogTools), pageBytes: pageBytes(nc, o.PageBytes)}
+	h := &Host{id: id, nc: nc, opts: o, p: p, norm: catalog.NewNormalizer(o.Limits, 2*providers.MaxCatalogTools), pageBytes: pageBytes(nc, o.PageBytes),
+		tracer: traceprop.Tracer(o.TracerProvider)}
 	switch {
 	case len(o.TrustedKeys) > 0:
 		v, err := providers.NewGrantVerifier(id, o.TrustedKeys)
@@ -222,16 +227,18 @@ func (h *Host) onCatalog(m *nats.Msg) {
 		defer h.release()
 		ctx, cancel := requestContext(req.TimeoutMs)
 		defer cancel()
+		ctx, span := h.startSpan(ctx, m, "catalog")
+		defer span.End()
 		access := req.Access.Context(time.Now())
 		access.LeaseID = ""
 		tools, err := h.current(ctx, access)
 		if err != nil {
-			h.respond(m, &messages.ProviderCatalogReply{V: messages.Version, Error: wireError(err)})
+			h.respondIn(ctx, m, &messages.ProviderCatalogReply{V: messages.Version, Error: wireError(err)})
 			return
 		}
 		page, next, err := h.page(tools, req.Cursor != "", from)
 		if err != nil {
-			h.respond(m, &messages.ProviderCatalogReply{V: messages.Version, Error: messages.ErrorOf(err)})
+			h.respondIn(ctx, m, &messages.ProviderCatalogReply{V: messages.Version, Error: messages.ErrorOf(err)})
 			return
 		}
 		// The ledger records what was advertised before the node can see it.
@@ -241,7 +248,7 @@ func (h *Host) onCatalog(m *nats.Msg) {
 		for _, t := range page {
 			rep.Tools = append(rep.Tools, wireTool(t.tool))
 		}
-		h.respond(m, rep)
+		h.respondIn(ctx, m, rep)
 	}()
 }
 
@@ -398,6 +405,8 @@ func (h *Host) onInvoke(m *nats.Msg) {
 		defer h.release()
 		ctx, cancel := requestContext(req.TimeoutMs)
 		defer cancel()
+		ctx, span := h.startSpan(ctx, m, "invoke", traceprop.GenAIToolNameKey.String(req.Tool), traceprop.GenAIToolCallIDKey.String(req.CallID))
+		defer span.End()
 		now := time.Now()
 		access := req.Access.Context(now)
 		access.LeaseID = ""
@@ -406,7 +415,7 @@ func (h *Host) onInvoke(m *nats.Msg) {
 			// the access the grant names, not the request's unsigned fields.
 			g, err := h.grants.Verify(&req, now)
 			if err != nil {
-				h.respond(m, &messages.ProviderInvokeReply{V: messages.Version, Error: wireError(err)})
+				h.respondIn(ctx, m, &messages.ProviderInvokeReply{V: messages.Version, Error: wireError(err)})
 				return
 			}
 			access = g.Access(now)
@@ -417,15 +426,15 @@ func (h *Host) onInvoke(m *nats.Msg) {
 		}
 		handler, err := h.choose(ctx, access, req.Tool, req.Revision)
 		if err != nil {
-			h.respond(m, &messages.ProviderInvokeReply{V: messages.Version, Error: wireError(err)})
+			h.respondIn(ctx, m, &messages.ProviderInvokeReply{V: messages.Version, Error: wireError(err)})
 			return
 		}
 		out, err := run(ctx, handler, Call{Access: access, CallID: req.CallID, Tool: req.Tool, Arguments: req.Args, Resource: req.Resource})
 		if err != nil {
-			h.respond(m, &messages.ProviderInvokeReply{V: messages.Version, Error: wireError(err)})
+			h.respondIn(ctx, m, &messages.ProviderInvokeReply{V: messages.Version, Error: wireError(err)})
 			return
 		}
-		h.respond(m, &messages.ProviderInvokeReply{V: messages.Version, Text: out.Text, Structured: out.Structured, IsError: out.IsError, Content: out.Content})
+		h.respondIn(ctx, m, &messages.ProviderInvokeReply{V: messages.Version, Text: out.Text, Structured: out.Structured, IsError: out.IsError, Content: out.Content})
 	}()
 }
 

@@ -40,6 +40,8 @@ import (
 	"log/slog"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/sharedos/sharedos/authority"
 	"github.com/sharedos/sharedos/catalog"
 	"github.com/sharedos/sharedos/messages"
@@ -149,6 +151,14 @@ type Options struct {
 	// hosting it — which sets its own id here — asks it first. The same
 	// checks apply there.
 	Instance string
+	// TracerProvider, if set, records a server span per catalogue and
+	// invoke request, "sharedos.provider.{catalog|invoke} {id}", under the
+	// node's span its headers carry. Whether or not it is set, a Handler's
+	// context carries the node's trace context (trace.SpanContextFromContext), so a
+	// call the handler makes onward — an MCP request, another NATS
+	// request — continues the turn's trace. Only the OpenTelemetry API is
+	// needed here; the SDK and an exporter are the author's choice.
+	TracerProvider trace.TracerProvider
 }
 
 // DefaultPageTools is the default bound on the tools in one catalogue page.

@@ -27,6 +27,7 @@ import (
 	"github.com/sharedos/sharedos/internal/mcpprovider"
 	"github.com/sharedos/sharedos/internal/providers"
 	"github.com/sharedos/sharedos/internal/ratelimit"
+	"github.com/sharedos/sharedos/internal/tracing"
 )
 
 // Config is cluster.yaml.
@@ -60,6 +61,9 @@ type Config struct {
 	// Approvals name the calls that need a human's approval before they
 	// run, per tenant (docs/approvals.md). Absent: none do.
 	Approvals []ApprovalRule `yaml:"approvals"`
+	// Tracing exports OpenTelemetry traces over OTLP (docs/observability.md).
+	// Absent: off.
+	Tracing tracing.Config `yaml:"tracing"`
 }
 
 // ApprovalRule is one approval rule (approval.RuleSpec): calls of tenant
@@ -605,6 +609,9 @@ func (c *Config) Validate() error {
 		if c.Node.HTTP == "off" && len(c.Cluster.Nodes) == 0 {
 			add("node.mcp_url is set but node.http is off: the MCP front is served on the HTTP listener")
 		}
+	}
+	if err := c.Tracing.Validate(); err != nil {
+		add("%v", err)
 	}
 	switch c.Audit.Durability {
 	case "acked", "async":

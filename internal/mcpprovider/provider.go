@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sharedos/sharedos/authority"
 	"github.com/sharedos/sharedos/catalog"
@@ -47,6 +48,10 @@ type Options struct {
 	// OAuth holds the grants of the server's oauth credential profiles
 	// (the node's OAuth store); without it such a profile is auth_required.
 	OAuth *oauth.Manager
+	// Tracer, if set, records a client span per tools/call (trace.go);
+	// with or without it, a call's trace context goes to the server in
+	// params._meta.
+	Tracer trace.Tracer
 }
 
 // Provider serves one MCP server's tools as a providers.ContextToolProvider.
@@ -879,7 +884,9 @@ func (p *Provider) callOnce(ctx context.Context, pr *profile, access authority.A
 	if len(args) == 0 {
 		args = json.RawMessage("{}")
 	}
-	res, err := cs.CallTool(withExchange(ctx, x), &mcp.CallToolParams{Name: t.Name, Arguments: args})
+	ctx, span, meta := p.startCall(ctx, cs, t.Name)
+	res, err := cs.CallTool(withExchange(ctx, x), &mcp.CallToolParams{Meta: meta, Name: t.Name, Arguments: args})
+	defer func() { endCall(span, res, err, x) }()
 	if err != nil {
 		status, tooLarge := x.observed()
 		c := classify(err, status, tooLarge)

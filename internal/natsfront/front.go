@@ -22,10 +22,12 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sharedos/sharedos/actors"
 	"github.com/sharedos/sharedos/internal/identity"
 	"github.com/sharedos/sharedos/internal/ratelimit"
+	"github.com/sharedos/sharedos/internal/traceprop"
 	"github.com/sharedos/sharedos/internal/workpool"
 	"github.com/sharedos/sharedos/messages"
 	"github.com/sharedos/sharedos/reason"
@@ -65,6 +67,13 @@ type Options struct {
 	// are counted (UnrecordedRefusals) and logged at debug level. Default
 	// DefaultRefusalRate.
 	RefusalRate ratelimit.Limit
+	// Tracer, if set, records a server span per request (its parent the
+	// caller's traceparent header, if any) and an execute_tool span per
+	// call (docs/observability.md). nil: no spans.
+	Tracer trace.Tracer
+	// CaptureContent puts a call's arguments and result in its
+	// execute_tool span (the conventions' opt-in attributes).
+	CaptureContent bool
 	// NoTenantBinding is for conformance proofs only
 	// (turn.Switches.NoTenantBinding): callers are identified but not
 	// held to their tenants.
@@ -318,8 +327,15 @@ func (f *Front) dispatch(r micro.Request, st *endpointStats, op messages.Op, kin
 		}
 		ctx := context.WithValue(context.Background(), subjectKey{}, kind)
 		ctx = context.WithValue(ctx, callerKey{}, c)
+		var span trace.Span
+		if f.opts.Tracer != nil {
+			ctx, span = f.startSpan(ctx, r, op)
+		}
 		msg, err := handle(ctx, data)
 		f.reply(r, st, op, start, msg, err)
+		if span != nil {
+			traceprop.End(span, outcome(msg, err))
+		}
 	})
 }
 

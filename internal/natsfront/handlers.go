@@ -6,6 +6,7 @@ import (
 
 	"github.com/sharedos/sharedos/actors"
 	"github.com/sharedos/sharedos/authority"
+	"github.com/sharedos/sharedos/internal/traceprop"
 	"github.com/sharedos/sharedos/messages"
 	"github.com/sharedos/sharedos/projection"
 	"github.com/sharedos/sharedos/reason"
@@ -54,6 +55,7 @@ func (f *Front) admit(ctx context.Context, data []byte, req messages.Request) (c
 	if err != nil {
 		return nil, nil, authority.AccessContext{}, err
 	}
+	traceprop.Set(ctx, traceprop.TurnIDKey.String(access.TurnID))
 	ctx, cancel := f.requestContext(ctx, req.RequestTimeoutMs())
 	return ctx, cancel, access, nil
 }
@@ -94,6 +96,7 @@ func (f *Front) open(ctx context.Context, data []byte) (messages.Message, error)
 	if err != nil {
 		return nil, err
 	}
+	traceprop.Set(ctx, traceprop.TurnIDKey.String(o.TurnID))
 	return &messages.OpenReply{V: messages.Version, Node: f.k.Node(), TurnID: o.TurnID, LeaseID: o.LeaseID, Attached: o.Attached}, nil
 }
 
@@ -209,7 +212,9 @@ func (f *Front) invoke(ctx context.Context, data []byte) (messages.Message, erro
 	if err := f.rateCheck(ctx, f.calls, "calls"); err != nil {
 		return nil, err
 	}
+	ctx, span := traceprop.StartExecuteTool(ctx, f.opts.Tracer, req.Tool, traceprop.TransportNATS)
 	res, err := f.k.InvokeAs(ctx, access, req.RequestID, projection.Profile(req.Profile), req.Tool, req.Args)
+	endExecuteTool(span, f.opts.CaptureContent, req.Args, res, err)
 	if err != nil {
 		var ce *actors.CallError
 		if !errors.As(err, &ce) {

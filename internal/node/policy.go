@@ -337,7 +337,8 @@ func (n *Node) useProviders(cfg *config.Config) error {
 		case p.Kind == "static":
 			cur = staticByID[p.ID]
 		case p.Kind == "nats" && p.Host == "":
-			cur = providers.NewRemote(n.nc, p.ID, cfg.NATS.Prefix, providers.WithLogger(n.log), providers.WithSigner(n.key))
+			cur = providers.NewRemote(n.nc, p.ID, cfg.NATS.Prefix, providers.WithLogger(n.log), providers.WithSigner(n.key),
+				providers.WithTracer(n.tracing.Tracer()))
 		case had:
 			n.log.Warn("a provider this node hosts or reaches over MCP changed in the policy: it keeps serving as it was until the node's next start", "provider", p.ID)
 			ps, inst[p.ID], cfgs[p.ID] = append(ps, old), old, lp.cfg[p.ID]
