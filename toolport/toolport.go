@@ -122,7 +122,8 @@ func Classify(err error) reason.Code {
 	var re *reason.Error
 	if errors.As(err, &re) {
 		switch re.Code {
-		case reason.ProviderUnavailable, reason.ProviderTimeout, reason.ProviderError, reason.CapabilityChanged, reason.Overloaded:
+		case reason.ProviderUnavailable, reason.ProviderTimeout, reason.ProviderError, reason.CapabilityChanged, reason.Overloaded,
+			reason.AuthRequired, reason.InsufficientScope:
 			return re.Code
 		}
 	}

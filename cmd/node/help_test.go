@@ -14,6 +14,7 @@ var commonFlags = map[string][]string{
 	"turn":   {"config", "nats", "prefix", "creds", "as", "inbox-prefix", "timeout"},
 	"audit":  {"config", "nats", "prefix", "stream", "creds", "as", "inbox-prefix"},
 	"policy": {"config", "nats", "prefix", "creds", "as", "inbox-prefix", "timeout"},
+	"oauth":  {"config", "nats", "prefix", "creds", "as", "inbox-prefix", "timeout"},
 }
 
 var flagName = regexp.MustCompile(`--([a-z][a-z0-9-]*)`)

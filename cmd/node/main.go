@@ -9,6 +9,7 @@
 //	node audit verify [--file FILE] [--trust KEYS] [--anchor CHECKPOINT] [--open-ok=false] [--unattested-ok=false]
 //	node audit keys [--local] [--key FILE]
 //	node policy get|put|delete|list|export|diff|import  (as an admin identity)
+//	node oauth login --provider ID --tenant T --profile P [--principal NAME]  (as an admin identity)
 //	node status | identities
 //
 // "node -h" lists every command with its own flags; "node COMMAND -h"
@@ -57,12 +58,13 @@ const usage = `usage: node COMMAND [SUBCOMMAND] [flags] [arguments]
   node audit keys [--local] [--key FILE]
   node policy get KEY [--json] | put FILE | put KEY FILE --revision N | delete KEY --revision N | list
   node policy export [--out FILE] [--json] | diff FILE | import FILE [--since REV]
+  node oauth login --provider ID --tenant T --profile P [--principal NAME]
   node status [--http ADDR]
   node identities [--creds-dir DIR]
 
-Every turn, audit and policy command also takes --config FILE (default cluster.yaml),
+Every turn, audit, policy and oauth command also takes --config FILE (default cluster.yaml),
 --nats URL, --prefix P, --creds FILE, --as NAME and --inbox-prefix P (audit:
---stream S; turn and policy: --timeout D); status and identities take
+--stream S; turn, policy and oauth: --timeout D); status and identities take
 --config, status --timeout. policy get and export print YAML (--json: JSON).
 Data is printed to stdout as JSON (JSON lines for audit tail and export);
 errors and notes go to stderr. Exit codes: 0 done, 1 failed, 2 usage error,
@@ -85,6 +87,7 @@ var commands = []command{
 	{"mcp", mcpCmd, nil},
 	{"audit", auditCmd, auditSubcommands},
 	{"policy", policyCmd, policySubcommands},
+	{"oauth", oauthCmd, oauthSubcommands},
 	{"status", statusCmd, nil},
 	{"identities", identitiesCmd, nil},
 }

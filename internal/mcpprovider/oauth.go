@@ -3,6 +3,7 @@ package mcpprovider
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -96,4 +97,47 @@ func (p *Provider) bearer(ctx context.Context, pr *profile) (string, error) {
 		return "", err
 	}
 	return tok.Access, nil
+}
+
+// UsesOAuth reports whether any credential profile of c is OAuth.
+func (c *Config) UsesOAuth() bool {
+	for _, cr := range c.Credentials {
+		if cr.OAuth != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// BeginLogin starts the authorization of an authorization_code profile
+// for principal (ignored for a shared profile): the link for the person
+// to follow, whose redirect completes it on a node's callback.
+func (p *Provider) BeginLogin(ctx context.Context, tenant, profile, principal string) (oauth.Login, error) {
+	_, cred, ok := p.cfg.profileFor(tenant, profile)
+	if !ok || cred == nil || cred.OAuth == nil {
+		return oauth.Login{}, fmt.Errorf("mcp server %s: no oauth credential profile %s/%s", p.id, tenant, profile)
+	}
+	if p.opts.OAuth == nil {
+		return oauth.Login{}, errors.New("mcpprovider: this host has no OAuth store")
+	}
+	o := cred.OAuth
+	if o.Flow != oauth.FlowAuthorizationCode {
+		return oauth.Login{}, fmt.Errorf("mcp server %s: profile %s/%s uses %s: it needs no login", p.id, tenant, profile, o.Flow)
+	}
+	if !o.perPrincipal() {
+		principal = ""
+	} else if principal == "" {
+		return oauth.Login{}, fmt.Errorf("mcp server %s: profile %s/%s is authorized per principal: name the principal", p.id, tenant, profile)
+	}
+	ref := oauth.Ref{Server: p.id, Tenant: tenant, Profile: profile, Principal: principal}
+	return p.opts.OAuth.BeginLogin(ctx, ref, &oauth.Client{Flow: o.Flow, ClientID: o.ClientID, Scopes: o.Scopes, Resource: p.cfg.URL, Issuer: o.Issuer})
+}
+
+// ClientSecret is the client secret of ref's profile (a login completing).
+func (p *Provider) ClientSecret(ref oauth.Ref) (string, error) {
+	_, cred, ok := p.cfg.profileFor(ref.Tenant, ref.Profile)
+	if ref.Server != p.id || !ok || cred == nil || cred.OAuth == nil {
+		return "", fmt.Errorf("mcp server %s: no oauth credential profile %s/%s", p.id, ref.Tenant, ref.Profile)
+	}
+	return cred.OAuth.clientSecret()
 }

@@ -26,11 +26,15 @@ func DefaultMCPServers() map[string]*mcp.Server {
 // (awaitEagerMCP). A server that is down fails only its own catalogue,
 // classified, and the node serves the rest.
 func (n *Node) startMCP(cfg *config.Config, servers map[string]*mcp.Server) error {
+	om, err := n.startOAuth(cfg)
+	if err != nil {
+		return err
+	}
 	for _, p := range cfg.Providers {
 		if p.Kind != "mcp" {
 			continue
 		}
-		mp, err := mcpprovider.New(p.ID, *p.MCP, &mcpprovider.Options{Logger: n.log, Tracer: n.tracing.Tracer(), Memory: func(name string) (*mcp.Server, bool) {
+		mp, err := mcpprovider.New(p.ID, *p.MCP, &mcpprovider.Options{Logger: n.log, OAuth: om, Memory: func(name string) (*mcp.Server, bool) {
 			s, ok := servers[name]
 			return s, ok
 		}})

@@ -35,7 +35,6 @@ import (
 	"github.com/sharedos/sharedos/internal/natsserver"
 	"github.com/sharedos/sharedos/internal/policy"
 	"github.com/sharedos/sharedos/internal/providers"
-	"github.com/sharedos/sharedos/internal/tracing"
 	"github.com/sharedos/sharedos/messages"
 	"github.com/sharedos/sharedos/provider"
 )
@@ -72,11 +71,10 @@ type Node struct {
 	front   *natsfront.Front
 	hosts   []*provider.Host
 	mcp     []*mcpprovider.Provider // kind mcp (internal/node/mcp.go)
+	oauth   *nodeOAuth              // the MCP servers' OAuth grants (internal/node/oauth.go); nil: none uses OAuth
 	httpSrv *http.Server
 	httpLn  net.Listener
 	metrics *metrics
-	// tracing exports the node's spans (cluster.yaml tracing); nil: off.
-	tracing *tracing.Tracing
 	// mcpFront serves turns over MCP at /mcp; mcpWatch tells it of
 	// closed turns (internal/node/mcpfront.go).
 	// mcpFront is set when the HTTP listener starts, after the NATS front
@@ -143,9 +141,6 @@ func Start(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err 
 		}
 	}()
 
-	if n.tracing, err = tracing.New(cfg.Tracing, cfg.Node.ID); err != nil {
-		return nil, fmt.Errorf("node: %w", err)
-	}
 	if err := n.connect(); err != nil {
 		return nil, err
 	}
@@ -226,14 +221,13 @@ func Start(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err 
 			// Instance: this node asks its own instance first, so another
 			// node's instance being paused or gone never stalls its turns.
 			h, err := provider.Serve(pc, p.ID, impl, &provider.Options{Prefix: cfg.NATS.Prefix, TTL: ttl,
-				TrustedKeys: []ed25519.PublicKey{n.key.Public().(ed25519.PublicKey)}, Instance: cfg.Node.ID,
-				TracerProvider: n.tracing.Provider()})
+				TrustedKeys: []ed25519.PublicKey{n.key.Public().(ed25519.PublicKey)}, Instance: cfg.Node.ID})
 			if err != nil {
 				return nil, fmt.Errorf("node: hosting provider %s: %w", p.ID, err)
 			}
 			n.hosts = append(n.hosts, h)
 		}
-		ropts := []providers.RemoteOption{providers.WithLogger(n.log), providers.WithSigner(n.key), providers.WithTracer(n.tracing.Tracer())}
+		ropts := []providers.RemoteOption{providers.WithLogger(n.log), providers.WithSigner(n.key)}
 		if p.Host != "" {
 			ropts = append(ropts, providers.WithInstance(cfg.Node.ID))
 		}
@@ -278,7 +272,7 @@ func Start(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err 
 	lim.MaxBytes = cfg.NATS.MaxMessageBytes
 	fopts := natsfront.Options{
 		Prefix: cfg.NATS.Prefix, Limits: lim, Logger: n.log, Observe: n.metrics.observeRequest,
-		Tokens: tokenMinter{n}, Tracer: n.tracing.Tracer(), CaptureContent: n.tracing.CaptureContent(),
+		Tokens: tokenMinter{n},
 	}
 	if n.srv != nil || cfg.NATS.Credentials != "" {
 		// The bus authenticates every party: serve only runtime
@@ -524,6 +518,10 @@ func (n *Node) serveHTTP() error {
 		_ = ln.Close()
 		return err
 	}
+	if err := n.serveOAuth(mux); err != nil {
+		_ = ln.Close()
+		return err
+	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte("ok\n"))
 	})
@@ -639,6 +637,7 @@ func (n *Node) Shutdown(ctx context.Context) error {
 		for _, mp := range n.mcp {
 			errs = append(errs, mp.Close())
 		}
+		n.stopOAuth()
 		for _, c := range n.conns {
 			c.Close()
 		}
@@ -666,7 +665,6 @@ func (n *Node) Shutdown(ctx context.Context) error {
 		if n.httpSrv != nil {
 			errs = append(errs, n.httpSrv.Shutdown(ctx))
 		}
-		errs = append(errs, n.tracing.Shutdown(ctx)) // last: every span has ended
 		n.stopErr = errors.Join(errs...)
 		n.log.Info("node stopped", "err", n.stopErr)
 	})

@@ -52,8 +52,9 @@ func (m *Manager) BeginLogin(ctx context.Context, ref Ref, c *Client) (Login, er
 	if c.Flow != FlowAuthorizationCode {
 		return Login{}, fmt.Errorf("oauth: %s uses %s, not %s: it needs no login", ref, c.Flow, FlowAuthorizationCode)
 	}
-	if m.opts.RedirectURL == "" {
-		return Login{}, errors.New("oauth: this node has no callback URL (node.http is off or node.oauth_redirect_url unset)")
+	redirect := *m.redirect.Load()
+	if redirect == "" {
+		return Login{}, errors.New("oauth: this node has no callback URL (node.http is off)")
 	}
 	sm, err := m.discover(ctx, c.Resource, c.Issuer)
 	if err != nil {
@@ -69,7 +70,7 @@ func (m *Manager) BeginLogin(ctx context.Context, ref Ref, c *Client) (Login, er
 	state := rand.Text() // 26 base32 characters, 130 bits
 	p := pendingLogin{Ref: ref, Verifier: oauth2.GenerateVerifier(), ClientID: c.ClientID, Issuer: sm.issuer,
 		IssAdvert: sm.as.AuthorizationResponseIssParameterSupported, TokenURL: sm.as.TokenEndpoint,
-		AuthMethods: sm.as.TokenEndpointAuthMethodsSupported, Resource: sm.resource, RedirectURL: m.opts.RedirectURL,
+		AuthMethods: sm.as.TokenEndpointAuthMethodsSupported, Resource: sm.resource, RedirectURL: redirect,
 		Scopes: scopes, Flow: c.Flow, Created: m.now()}
 	v, err := m.st.seal(&p, "login."+state)
 	if err != nil {
@@ -78,10 +79,34 @@ func (m *Manager) BeginLogin(ctx context.Context, ref Ref, c *Client) (Login, er
 	if _, err := m.st.logins.Create(ctx, "login."+state, v); err != nil {
 		return Login{}, fmt.Errorf("oauth: keeping the login: %w", err)
 	}
-	cfg := oauth2.Config{ClientID: c.ClientID, Scopes: scopes, RedirectURL: m.opts.RedirectURL,
+	cfg := oauth2.Config{ClientID: c.ClientID, Scopes: scopes, RedirectURL: redirect,
 		Endpoint: oauth2.Endpoint{AuthURL: sm.as.AuthorizationEndpoint, TokenURL: sm.as.TokenEndpoint}}
 	u := cfg.AuthCodeURL(state, oauth2.S256ChallengeOption(p.Verifier), oauth2.SetAuthURLParam("resource", sm.resource))
 	return Login{URL: u, Expires: p.Created.Add(LoginTTL)}, nil
+}
+
+// LoginSubject is the bus subject an admin asks a node to start a login
+// on (inside the admin identities' "<prefix>.policy.>").
+func LoginSubject(prefix string) string { return prefix + ".policy.oauth.login" }
+
+// LoginRequest asks for an authorization link for one grant.
+type LoginRequest struct {
+	Provider  string `json:"provider"`
+	Tenant    string `json:"tenant"`
+	Profile   string `json:"profile"`
+	Principal string `json:"principal,omitempty"`
+}
+
+// LoginReply is the link, or a refusal with a reason code.
+type LoginReply struct {
+	Login *Login      `json:"login,omitempty"`
+	Error *ReplyError `json:"error,omitempty"`
+}
+
+// ReplyError is a refused login request.
+type ReplyError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
 }
 
 // Secrets returns the client secret of ref's profile when a login

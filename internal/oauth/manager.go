@@ -93,6 +93,7 @@ type Manager struct {
 	local map[string]*inflight
 
 	tokenRequests atomic.Int64
+	redirect      atomic.Pointer[string]
 }
 
 type inflight struct {
@@ -130,9 +131,15 @@ func New(ctx context.Context, js jetstream.JetStream, sealer *Sealer, opts *Opti
 	if err != nil {
 		return nil, err
 	}
-	return &Manager{st: st, opts: o, hc: o.HTTPClient, log: o.Logger, now: o.Now,
-		meta: map[string]*serverMeta{}, local: map[string]*inflight{}}, nil
+	m := &Manager{st: st, opts: o, hc: o.HTTPClient, log: o.Logger, now: o.Now,
+		meta: map[string]*serverMeta{}, local: map[string]*inflight{}}
+	m.SetRedirectURL(o.RedirectURL)
+	return m, nil
 }
+
+// SetRedirectURL sets this node's callback URL (Options.RedirectURL),
+// once its listener's address is known.
+func (m *Manager) SetRedirectURL(u string) { m.redirect.Store(&u) }
 
 // Close releases the manager's idle connections. Idempotent; a closed
 // manager still works (it dials again).

@@ -1,0 +1,246 @@
+package node_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sharedos/sharedos/authority"
+	"github.com/sharedos/sharedos/client"
+	"github.com/sharedos/sharedos/internal/config"
+	"github.com/sharedos/sharedos/internal/mcpprovider"
+	"github.com/sharedos/sharedos/internal/node"
+	"github.com/sharedos/sharedos/internal/oauth"
+	"github.com/sharedos/sharedos/internal/oauth/oauthtest"
+)
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// A person authorizes their own account through the node: before, the
+// turn's listing says auth_required and status shows why; an admin asks
+// the node for the link (node oauth login), the person follows it (the
+// authorization server's login form), the redirect lands on the node's
+// callback; then the turn lists and calls the account's tools. No token
+// is in the node's logs, its audit trail, its metrics or its status.
+func TestOAuthLoginThroughTheNode(t *testing.T) {
+	t.Cleanup(http.DefaultTransport.(*http.Transport).CloseIdleConnections)
+	clock := &oauthtest.Clock{}
+	as := oauthtest.NewServer(clock)
+	t.Cleanup(as.Close)
+	rs := oauthtest.NewResourceServer(as, []oauthtest.Tool{{Name: "read_repo", ListScope: "repo:read"}, {Name: "create_issue", ListScope: "issues:write"}})
+	t.Cleanup(rs.Close)
+	as.AddUser(oauthtest.User{Name: "alice", Password: "pw-a", Scopes: []string{"repo:read"}})
+	t.Setenv("SHAREDOS_TEST_OAUTH_WEB", "web-secret")
+
+	cfg := sampleConfig(t, t.TempDir())
+	grant := []authority.GrantSpec{{ID: "gh", Capability: "mcp.gh.*", Resource: "mcp/gh/**"}}
+	for i := range cfg.Principals {
+		if cfg.Principals[i].Tenant == "acme" && cfg.Principals[i].Principal == "ada" {
+			cfg.Principals[i].Grants = append(cfg.Principals[i].Grants, grant...)
+		}
+	}
+	cfg.CredentialProfiles = append(cfg.CredentialProfiles, config.CredentialProfile{Tenant: "acme", Profile: "gh-user", Principals: []string{"ada"}})
+	cfg.Providers = append(cfg.Providers, config.Provider{ID: "gh", Kind: "mcp", MCP: &mcpprovider.Config{
+		Transport: "http", URL: rs.URL + oauthtest.MCPPath,
+		Credentials: []mcpprovider.Credential{{Tenant: "acme", Profile: "gh-user", OAuth: &mcpprovider.OAuth{
+			Flow: "authorization_code", ClientID: "web", ClientSecretEnv: "SHAREDOS_TEST_OAUTH_WEB", Scopes: []string{"repo:read", "issues:write"}, Issuer: as.Issuer()}}}}})
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	logs := &lockedBuffer{}
+	n, err := node.Start(context.Background(), cfg, node.Options{Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = n.Shutdown(context.Background()) })
+	callback := "http://" + n.HTTPAddr() + oauth.CallbackPath
+	as.AddClient(oauthtest.Client{ID: "web", Secret: "web-secret", Grants: []string{"authorization_code", "refresh_token"},
+		Scopes: []string{"repo:read", "issues:write"}, RedirectURIs: []string{callback}})
+
+	rt := client.New(connectAs(t, n, "runtime"), nil)
+	access := client.Access{Tenant: "acme", Principal: "ada", Credential: "gh-user", Namespaces: []string{"gh"}}
+	turn, err := rt.Open(ctx(t), access)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := turn.ListTools(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Tools) != 0 || len(l.Degraded) != 1 || l.Degraded[0].Code != "auth_required" {
+		t.Fatalf("before a login: %+v, want no tools and gh degraded auth_required", l)
+	}
+	if gh := ghStatus(t, n); gh.Profile != "acme/gh-user#ada" || gh.State != mcpprovider.StateAuthRequired || !strings.Contains(gh.Error, "node oauth login") {
+		t.Fatalf("status %+v", gh)
+	}
+
+	// The admin asks for the link; the person follows it.
+	req, _ := json.Marshal(oauth.LoginRequest{Provider: "gh", Tenant: "acme", Profile: "gh-user", Principal: "ada"})
+	if m, err := connectAs(t, n, "runtime").Request(oauth.LoginSubject("sharedos"), req, 300*time.Millisecond); err == nil {
+		var rep oauth.LoginReply
+		if json.Unmarshal(m.Data, &rep) == nil && rep.Login != nil {
+			t.Fatal("a runtime identity started a login")
+		}
+	}
+	m, err := connectAs(t, n, "admin").Request(oauth.LoginSubject("sharedos"), req, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep oauth.LoginReply
+	if err := json.Unmarshal(m.Data, &rep); err != nil || rep.Login == nil {
+		t.Fatalf("login: %s %v", m.Data, err)
+	}
+	if u, _ := url.Parse(rep.Login.URL); u.Query().Get("redirect_uri") != callback {
+		t.Fatalf("the link sends the person back to %s, want the node's callback %s", u.Query().Get("redirect_uri"), callback)
+	}
+	followLogin(t, rep.Login.URL, as.URL, "alice", "pw-a")
+
+	turn, err = rt.Open(ctx(t), access)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err = turn.ListTools(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var aliases []string
+	for _, tl := range l.Tools {
+		aliases = append(aliases, tl.Alias)
+	}
+	if !slices.Equal(aliases, []string{"gh_read_repo"}) || len(l.Degraded) != 0 {
+		t.Fatalf("after the login: %v %+v (alice's account grants repo:read only)", aliases, l.Degraded)
+	}
+	r, err := turn.Invoke(ctx(t), "gh_read_repo", []byte(`{}`))
+	if err != nil || !strings.Contains(r.Text, "ran read_repo as alice") {
+		t.Fatalf("call: %+v %v", r, err)
+	}
+	_ = turn.Close(ctx(t))
+	if gh := ghStatus(t, n); gh.State != mcpprovider.StateReady {
+		t.Fatalf("status after the login %+v", gh)
+	}
+
+	// No token anywhere: logs, audit trail, metrics, status.
+	issued := as.Issued()
+	if len(issued) < 2 {
+		t.Fatalf("issued %d tokens", len(issued))
+	}
+	outputs := map[string]string{"logs": logs.String(), "audit": auditBytes(t, n, cfg.Audit.Stream), "metrics": get(t, n, "/metrics"), "status": get(t, n, "/status")}
+	if !strings.Contains(outputs["audit"], "gh.read_repo") && !strings.Contains(outputs["audit"], "read_repo") {
+		t.Fatalf("the audit trail has no record of the call (is it read?)")
+	}
+	for name, out := range outputs {
+		for _, tok := range issued {
+			if strings.Contains(out, tok) {
+				t.Errorf("a token is in the %s", name)
+			}
+		}
+	}
+}
+
+// followLogin is the person's browser: the authorization server's form,
+// then its redirect to the node's callback.
+func followLogin(t *testing.T, link, asURL, user, password string) {
+	t.Helper()
+	jar, _ := cookiejar.New(nil)
+	hc := &http.Client{Jar: jar}
+	defer hc.CloseIdleConnections()
+	resp, err := hc.Get(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	req := regexp.MustCompile(`name="req" value="([^"]+)"`).FindSubmatch(body)
+	if req == nil {
+		t.Fatalf("no login form: %d %s", resp.StatusCode, body)
+	}
+	resp, err = hc.PostForm(asURL+"/login", url.Values{"req": {string(req[1])}, "username": {user}, "password": {password}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "Authorized") {
+		t.Fatalf("callback: %d %s", resp.StatusCode, body)
+	}
+}
+
+func get(t *testing.T, n *node.Node, path string) string {
+	t.Helper()
+	resp, err := http.Get("http://" + n.HTTPAddr() + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
+// ghStatus is the gh server's entry of GET /status.
+func ghStatus(t *testing.T, n *node.Node) mcpprovider.ProfileStatus {
+	t.Helper()
+	var st node.Status
+	if err := json.Unmarshal([]byte(get(t, n, "/status")), &st); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range st.MCP {
+		if p.Server == "gh" {
+			return p
+		}
+	}
+	t.Fatalf("no gh in status %+v", st.MCP)
+	return mcpprovider.ProfileStatus{}
+}
+
+// auditBytes is every record of the audit stream, raw.
+func auditBytes(t *testing.T, n *node.Node, stream string) string {
+	t.Helper()
+	nc := connectAs(t, n, "node")
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := js.Stream(ctx(t), stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq; seq++ {
+		if m, err := s.GetMsg(ctx(t), seq); err == nil {
+			out.Write(m.Data)
+		}
+	}
+	return out.String()
+}
