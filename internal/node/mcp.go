@@ -34,7 +34,7 @@ func (n *Node) startMCP(cfg *config.Config, servers map[string]*mcp.Server) erro
 		if p.Kind != "mcp" {
 			continue
 		}
-		mp, err := mcpprovider.New(p.ID, *p.MCP, &mcpprovider.Options{Logger: n.log, OAuth: om, Memory: func(name string) (*mcp.Server, bool) {
+		mp, err := mcpprovider.New(p.ID, *p.MCP, &mcpprovider.Options{Logger: n.log, OAuth: om, Tracer: n.tracing.Tracer(), Memory: func(name string) (*mcp.Server, bool) {
 			s, ok := servers[name]
 			return s, ok
 		}})

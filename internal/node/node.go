@@ -35,6 +35,7 @@ import (
 	"github.com/sharedos/sharedos/internal/natsserver"
 	"github.com/sharedos/sharedos/internal/policy"
 	"github.com/sharedos/sharedos/internal/providers"
+	"github.com/sharedos/sharedos/internal/tracing"
 	"github.com/sharedos/sharedos/messages"
 	"github.com/sharedos/sharedos/provider"
 )
@@ -75,6 +76,8 @@ type Node struct {
 	httpSrv *http.Server
 	httpLn  net.Listener
 	metrics *metrics
+	// tracing exports the node's spans (cluster.yaml tracing); nil: off.
+	tracing *tracing.Tracing
 	// mcpFront serves turns over MCP at /mcp; mcpWatch tells it of
 	// closed turns (internal/node/mcpfront.go).
 	// mcpFront is set when the HTTP listener starts, after the NATS front
@@ -141,6 +144,9 @@ func Start(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err 
 		}
 	}()
 
+	if n.tracing, err = tracing.New(cfg.Tracing, cfg.Node.ID); err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
 	if err := n.connect(); err != nil {
 		return nil, err
 	}
@@ -221,13 +227,14 @@ func Start(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err 
 			// Instance: this node asks its own instance first, so another
 			// node's instance being paused or gone never stalls its turns.
 			h, err := provider.Serve(pc, p.ID, impl, &provider.Options{Prefix: cfg.NATS.Prefix, TTL: ttl,
-				TrustedKeys: []ed25519.PublicKey{n.key.Public().(ed25519.PublicKey)}, Instance: cfg.Node.ID})
+				TrustedKeys: []ed25519.PublicKey{n.key.Public().(ed25519.PublicKey)}, Instance: cfg.Node.ID,
+				TracerProvider: n.tracing.Provider()})
 			if err != nil {
 				return nil, fmt.Errorf("node: hosting provider %s: %w", p.ID, err)
 			}
 			n.hosts = append(n.hosts, h)
 		}
-		ropts := []providers.RemoteOption{providers.WithLogger(n.log), providers.WithSigner(n.key)}
+		ropts := []providers.RemoteOption{providers.WithLogger(n.log), providers.WithSigner(n.key), providers.WithTracer(n.tracing.Tracer())}
 		if p.Host != "" {
 			ropts = append(ropts, providers.WithInstance(cfg.Node.ID))
 		}
@@ -272,7 +279,7 @@ func Start(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err 
 	lim.MaxBytes = cfg.NATS.MaxMessageBytes
 	fopts := natsfront.Options{
 		Prefix: cfg.NATS.Prefix, Limits: lim, Logger: n.log, Observe: n.metrics.observeRequest,
-		Tokens: tokenMinter{n},
+		Tokens: tokenMinter{n}, Tracer: n.tracing.Tracer(), CaptureContent: n.tracing.CaptureContent(),
 	}
 	if n.srv != nil || cfg.NATS.Credentials != "" {
 		// The bus authenticates every party: serve only runtime
@@ -665,6 +672,7 @@ func (n *Node) Shutdown(ctx context.Context) error {
 		if n.httpSrv != nil {
 			errs = append(errs, n.httpSrv.Shutdown(ctx))
 		}
+		errs = append(errs, n.tracing.Shutdown(ctx)) // last: every span has ended
 		n.stopErr = errors.Join(errs...)
 		n.log.Info("node stopped", "err", n.stopErr)
 	})

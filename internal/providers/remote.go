@@ -9,9 +9,12 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sharedos/sharedos/authority"
 	"github.com/sharedos/sharedos/catalog"
+	"github.com/sharedos/sharedos/internal/traceprop"
 	"github.com/sharedos/sharedos/messages"
 	"github.com/sharedos/sharedos/reason"
 )
@@ -38,6 +41,9 @@ type Remote struct {
 	signErr  error
 	// instance is the instance asked first (WithInstance), or "".
 	instance string
+	// tracer records a client span per request and carries its trace
+	// context in the request's headers (WithTracer); nil: neither.
+	tracer trace.Tracer
 	// catalogTo and invokeTo are where requests go, fixed by NewRemote.
 	catalogTo, invokeTo target
 
@@ -96,6 +102,14 @@ func WithSigner(key ed25519.PrivateKey) RemoteOption {
 // another node's instance for its own turns.
 func WithInstance(instance string) RemoteOption {
 	return func(r *Remote) { r.instance = instance }
+}
+
+// WithTracer records a client span per request to the provider,
+// "sharedos.provider.{catalog|invoke} {provider}", and sends its trace
+// context in the request's headers, so the provider's spans join the
+// turn's trace.
+func WithTracer(t trace.Tracer) RemoteOption {
+	return func(r *Remote) { r.tracer = t }
 }
 
 // NewRemote returns the proxy for provider id under prefix.
@@ -210,8 +224,18 @@ func (r *Remote) pages(ctx context.Context, access authority.AccessContext) (out
 			return Catalog{}, false, reason.New(reason.ProviderError, "provider %s: catalogue of more than %d pages", r.id, MaxCatalogPages)
 		}
 		var rep messages.ProviderCatalogReply
-		if err := r.request(ctx, r.catalogTo,
-			&messages.ProviderCatalogRequest{V: messages.Version, Access: wire, TimeoutMs: timeoutMs(ctx), Cursor: cursor}, &rep); err != nil {
+		pctx, span := r.startSpan(ctx, "catalog")
+		err := r.request(pctx, r.catalogTo,
+			&messages.ProviderCatalogRequest{V: messages.Version, Access: wire, TimeoutMs: timeoutMs(ctx), Cursor: cursor}, &rep)
+		switch {
+		case err != nil:
+			traceprop.End(span, string(reason.Of(err)))
+		case rep.Error != nil:
+			traceprop.End(span, rep.Error.Code)
+		default:
+			traceprop.End(span, "")
+		}
+		if err != nil {
 			return Catalog{}, false, err
 		}
 		if rep.Error != nil {
@@ -260,8 +284,18 @@ func (r *Remote) Invoke(ctx context.Context, call Call) (Result, error) {
 	if err := r.sign(ctx, req, call, rev); err != nil {
 		return Result{}, NotDispatched(err)
 	}
+	ctx, span := r.startSpan(ctx, "invoke", traceprop.GenAIToolNameKey.String(call.Tool.Name), traceprop.GenAIToolCallIDKey.String(call.CallID))
 	var rep messages.ProviderInvokeReply
-	if err := r.request(ctx, r.invokeTo, req, &rep); err != nil {
+	err := r.request(ctx, r.invokeTo, req, &rep)
+	switch {
+	case err != nil:
+		traceprop.End(span, string(reason.Of(err)))
+	case rep.Error != nil:
+		traceprop.End(span, rep.Error.Code)
+	default:
+		traceprop.End(span, "")
+	}
+	if err != nil {
 		if reason.Of(err) == reason.ProviderUnavailable {
 			r.observe(ctx, err) // no instance at all: down, whatever the catalogue said
 		}
@@ -327,13 +361,13 @@ func (r *Remote) request(ctx context.Context, to target, req, rep messages.Messa
 	var msg *nats.Msg
 	if to.instance != "" {
 		// No responders means nobody got it: safe to ask the others.
-		if msg, err = r.nc.RequestWithContext(ctx, to.instance, data); errors.Is(err, nats.ErrNoResponders) {
-			msg, err = r.nc.RequestWithContext(ctx, to.shared, data)
+		if msg, err = r.send(ctx, to.instance, data); errors.Is(err, nats.ErrNoResponders) {
+			msg, err = r.send(ctx, to.shared, data)
 		} else {
 			subject = to.instance
 		}
 	} else {
-		msg, err = r.nc.RequestWithContext(ctx, subject, data)
+		msg, err = r.send(ctx, subject, data)
 	}
 	switch {
 	case errors.Is(err, nats.ErrNoResponders): // nobody got it
@@ -347,6 +381,27 @@ func (r *Remote) request(ctx context.Context, to target, req, rep messages.Messa
 		return reason.New(reason.ProviderError, "provider %s: malformed reply: %v", r.id, err)
 	}
 	return nil
+}
+
+// send is one request on subject, carrying ctx's trace context in its
+// headers when the proxy traces.
+func (r *Remote) send(ctx context.Context, subject string, data []byte) (*nats.Msg, error) {
+	if r.tracer == nil {
+		return r.nc.RequestWithContext(ctx, subject, data)
+	}
+	m := &nats.Msg{Subject: subject, Data: data}
+	traceprop.Inject(ctx, m)
+	return r.nc.RequestMsgWithContext(ctx, m)
+}
+
+// startSpan starts the client span of one request to the provider.
+func (r *Remote) startSpan(ctx context.Context, op string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
+	if r.tracer == nil {
+		return ctx, trace.SpanFromContext(context.Background())
+	}
+	attrs = append(attrs, traceprop.MessagingSystemKey.String("nats"), traceprop.ProviderKey.String(r.id),
+		traceprop.OperationKey.String(op), traceprop.TransportKey.String(traceprop.TransportNATS))
+	return r.tracer.Start(ctx, traceprop.ProviderSpanName(op, r.id), trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
 }
 
 func providerError(id string, e *messages.Error) error {
