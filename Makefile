@@ -5,7 +5,7 @@ SHELL := bash
 GO ?= go
 CONFIG ?= cluster.yaml
 
-.PHONY: run test test-short fuzz conformance bench bench-kernel lint soak clean
+.PHONY: run test test-short fuzz console-screenshots conformance bench bench-kernel lint soak clean
 
 ## run: start a node with the sample cluster.yaml (embedded NATS + JetStream)
 run:
@@ -16,6 +16,10 @@ test:
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 20m ./...
 	$(GO) test -run '^$$' -fuzz '^FuzzGuard$$' -fuzztime 15s -fuzzminimizetime 5s ./messages
+
+## console-screenshots: run the console's browser test (needs Chromium) saving each page as docs/console-*.png
+console-screenshots:
+	SHAREDOS_CONSOLE_SCREENSHOTS=$(CURDIR)/docs $(GO) test -count=1 -run '^TestConsoleInABrowser$$' ./cmd/node
 
 ## conformance: print the conformance table (rows x columns); any failing cell fails
 conformance:

@@ -117,6 +117,8 @@ func (d *directory) Receive(ctx actor.Context) {
 		ctx.Respond(d.closed.has(msg.turnID))
 	case *turnsSnapshot:
 		ctx.Respond(len(d.turns))
+	case *listTurns:
+		ctx.Respond(d.list(msg))
 	default:
 		d.sh.log.Warn("directory: unexpected message", "type", fmt.Sprintf("%T", msg))
 	}

@@ -150,6 +150,10 @@ func (a *turnActor) starting(ctx actor.Context) {
 }
 
 func (a *turnActor) Receive(ctx actor.Context) {
+	if _, ok := ctx.Message().(*inspectTurn); ok { // not activity (inspect.go)
+		a.inspect(ctx)
+		return
+	}
 	if a.activity != nil {
 		a.activity.Add(1)
 	}

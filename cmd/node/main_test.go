@@ -369,7 +369,8 @@ func TestIdentitiesPrintsTheBusConfiguration(t *testing.T) {
 		t.Fatalf("not JSON: %v\n%s", err, out)
 	}
 	rt, ok := conf.Accounts["runtime"]
-	if !ok || len(rt.Users) != 1 || len(rt.Imports) != 2 || rt.Imports[0].Service.Account != "SHAREDOS" {
+	// The turn subjects and the console's login subjects.
+	if !ok || len(rt.Users) != 1 || len(rt.Imports) != 3 || rt.Imports[0].Service.Account != "SHAREDOS" {
 		t.Fatalf("runtime account %+v", rt)
 	}
 	if n := len(conf.Accounts["SHAREDOS"].Users); n != 2 { // node, provider-calendar

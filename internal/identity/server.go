@@ -88,6 +88,16 @@ func ServerConfig(bus Bus, ids []Identity, keys Keys) (string, error) {
 	node := account{JetStream: "enabled"}
 	accounts := map[string]*account{bus.Account: &node}
 	exports := newExportSet()
+	// Every identity that may sign in to the console (all but nodes and
+	// providers) imports its login subjects: the request crossing the
+	// import carries the server's Nats-Request-Info naming the account.
+	console := func(a *account, name string) {
+		cs := ConsoleSubjects(bus.Prefix)
+		p := a.Users[0].Permissions.Publish
+		p.Allow = append(slices.Clip(p.Allow), cs)
+		a.Imports = append(a.Imports, serviceImport{Service: from{bus.Account, cs}})
+		exports.service(cs, name, false)
+	}
 	for _, id := range ids {
 		// Every tenant rendered into a subject is one valid token.
 		if err := id.Validate(); err != nil {
@@ -122,6 +132,7 @@ func ServerConfig(bus Bus, ids []Identity, keys Keys) (string, error) {
 			}}}}
 			a.Imports = append(a.Imports, serviceImport{Service: from{bus.Account, ps}})
 			exports.service(ps, id.Name, false)
+			console(a, id.Name)
 			accounts[id.Name] = a
 		case Approver:
 			// Like an admin: the approvals service's subjects, imported
@@ -144,6 +155,7 @@ func ServerConfig(bus Bus, ids []Identity, keys Keys) (string, error) {
 				a.Imports = append(a.Imports, streamImport{Stream: from{bus.Account, s}})
 				exports.stream(s, id.Name)
 			}
+			console(a, id.Name)
 			accounts[id.Name] = a
 		case Runtime, Audit:
 			if _, taken := accounts[id.Name]; taken {
@@ -183,6 +195,7 @@ func ServerConfig(bus Bus, ids []Identity, keys Keys) (string, error) {
 					exports.stream(s, id.Name)
 				}
 			}
+			console(a, id.Name)
 			accounts[id.Name] = a
 		default:
 			return "", fmt.Errorf("identity: %s: unknown role %q", id.Name, id.Role)
@@ -227,6 +240,10 @@ func ApprovalAnnouncements(prefix string, id Identity) []string {
 // PolicySubjects are the policy service's subjects: "<prefix>.policy.>"
 // (one subject per admin operation, "<prefix>.policy.<op>").
 func PolicySubjects(prefix string) string { return prefix + ".policy.>" }
+
+// ConsoleSubjects are the console's login subjects: "<prefix>.console.>"
+// (one per node, "<prefix>.console.<node>.login").
+func ConsoleSubjects(prefix string) string { return prefix + ".console.>" }
 
 type subjectPerm struct {
 	Allow []string `json:"allow"`

@@ -24,6 +24,8 @@ type ProfileStatus struct {
 	Checked   time.Time `json:"checked,omitzero"`
 	Expires   time.Time `json:"expires,omitzero"`
 	Refused   []Refusal `json:"refused,omitempty"`
+	// Names are the last snapshot's tool names, in its order.
+	Names []string `json:"names,omitempty"`
 }
 
 // Status reports every profile this provider has been asked for, by
@@ -49,6 +51,10 @@ func (p *Provider) Status() []ProfileStatus {
 		}
 		if snap != nil {
 			st.Tools, st.Scope, st.Checked, st.Expires = len(snap.tools), snap.key.Scope, snap.received, snap.expires
+			st.Names = make([]string, len(snap.tools))
+			for i, t := range snap.tools {
+				st.Names[i] = t.Name
+			}
 			st.LastKnown = snap.stale || st.State != StateReady
 			if st.State == StateReady && !now.Before(snap.expires) {
 				st.State, st.LastKnown = StateStale, true
