@@ -37,6 +37,20 @@ type RateLimit struct {
 	Burst int
 }
 
+// Defaults for Options: what a zero field takes.
+const (
+	DefaultNode                 = "node"
+	DefaultStepCeiling          = 64
+	DefaultMaxInFlightPerTurn   = 32
+	DefaultMaxTurns             = 100000
+	DefaultMaxLeasesPerTurn     = 64
+	DefaultMaxTurnsPerPrincipal = 1024
+	DefaultIdleTimeout          = 10 * time.Minute
+	DefaultLinger               = 30 * time.Second
+	DefaultResolveTimeout       = 5 * time.Second
+	DefaultCallTimeout          = 30 * time.Second
+)
+
 // Options configure a Kernel. Zero values take the defaults named.
 type Options struct {
 	// Node names this node; it prefixes minted turn ids and is recorded on
@@ -119,7 +133,7 @@ type Options struct {
 
 func (o Options) withDefaults() Options {
 	if o.Node == "" {
-		o.Node = "node"
+		o.Node = DefaultNode
 	}
 	if o.Sink == nil {
 		o.Sink = audit.Discard{}
@@ -128,31 +142,31 @@ func (o Options) withDefaults() Options {
 		o.Clock = time.Now
 	}
 	if o.StepCeiling == 0 {
-		o.StepCeiling = 64
+		o.StepCeiling = DefaultStepCeiling
 	}
 	if o.MaxInFlightPerTurn == 0 {
-		o.MaxInFlightPerTurn = 32
+		o.MaxInFlightPerTurn = DefaultMaxInFlightPerTurn
 	}
 	if o.MaxTurns == 0 {
-		o.MaxTurns = 100000
+		o.MaxTurns = DefaultMaxTurns
 	}
 	if o.MaxLeasesPerTurn == 0 {
-		o.MaxLeasesPerTurn = 64
+		o.MaxLeasesPerTurn = DefaultMaxLeasesPerTurn
 	}
 	if o.MaxTurnsPerPrincipal == 0 {
-		o.MaxTurnsPerPrincipal = 1024
+		o.MaxTurnsPerPrincipal = DefaultMaxTurnsPerPrincipal
 	}
 	if o.IdleTimeout == 0 {
-		o.IdleTimeout = 10 * time.Minute
+		o.IdleTimeout = DefaultIdleTimeout
 	}
 	if o.Linger == 0 {
-		o.Linger = 30 * time.Second
+		o.Linger = DefaultLinger
 	}
 	if o.ResolveTimeout == 0 {
-		o.ResolveTimeout = 5 * time.Second
+		o.ResolveTimeout = DefaultResolveTimeout
 	}
 	if o.CallTimeout == 0 {
-		o.CallTimeout = 30 * time.Second
+		o.CallTimeout = DefaultCallTimeout
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()

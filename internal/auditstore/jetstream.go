@@ -47,6 +47,9 @@ const (
 	// DefaultMaxSegmentBytes bounds one segment (one stored message);
 	// it must stay below the server's maximum message size.
 	DefaultMaxSegmentBytes = 512 << 10
+	// MinSegmentBytes is the least MaxSegmentBytes: room for a few
+	// ordinary records per segment.
+	MinSegmentBytes = 4 << 10
 	// DuplicateWindow is the stream's deduplication window: a segment
 	// re-published (same segment id, hence same Nats-Msg-Id) within it is
 	// stored once.
@@ -110,7 +113,8 @@ type JetStreamOptions struct {
 	// the segment's records fail (audit_unavailable). Keep it below the
 	// call timeout: a caller in acked mode waits through it.
 	RetryWindow time.Duration
-	// MaxSegmentBytes bounds one segment, default 512 KiB: a commit
+	// MaxSegmentBytes bounds one segment, default 512 KiB, at least
+	// MinSegmentBytes: a commit
 	// writes a tenant's records in as many segments as this needs. A
 	// record larger than it is written in a segment of its own (and fails
 	// if the server refuses a message that large). Keep it below the
@@ -285,8 +289,8 @@ func NewJetStreamSink(ctx context.Context, nc *nats.Conn, opts JetStreamOptions)
 	case opts.MaxAge < 0, opts.MaxBytes < 0, opts.Replicas < 0, opts.DuplicateWindow < 0, opts.AckTimeout < 0, opts.RetryWindow < 0,
 		opts.MaxPending < 0, opts.MaxPendingBytes < 0, opts.StallWait < 0, opts.MaxSegmentBytes < 0, opts.MaxWait < 0:
 		return nil, errors.New("audit: negative MaxAge, MaxBytes, Replicas, DuplicateWindow, AckTimeout, RetryWindow, MaxPending, MaxPendingBytes, StallWait, MaxSegmentBytes or MaxWait")
-	case opts.MaxSegmentBytes < 1024 || opts.MaxSegmentBytes > audit.MaxSegmentSize:
-		return nil, fmt.Errorf("audit: MaxSegmentBytes %d must be between 1 KiB and %d", opts.MaxSegmentBytes, audit.MaxSegmentSize)
+	case opts.MaxSegmentBytes < MinSegmentBytes || opts.MaxSegmentBytes > audit.MaxSegmentSize:
+		return nil, fmt.Errorf("audit: MaxSegmentBytes %d must be between %d and %d", opts.MaxSegmentBytes, MinSegmentBytes, audit.MaxSegmentSize)
 	}
 
 	var inc [8]byte

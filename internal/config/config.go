@@ -18,6 +18,7 @@ import (
 
 	"github.com/goccy/go-yaml"
 
+	"github.com/sharedos/sharedos/actors"
 	"github.com/sharedos/sharedos/approval"
 	"github.com/sharedos/sharedos/authority"
 	"github.com/sharedos/sharedos/catalog"
@@ -400,7 +401,8 @@ type Provider struct {
 	// itself, in process but over NATS like any other instance (e.g.
 	// "calendar", the example provider). Empty: it runs elsewhere.
 	Host string `yaml:"host"`
-	// TTL of a hosted provider's advertised revisions. Default 5m.
+	// TTL of a hosted provider's advertised revisions. Default
+	// DefaultHostedTTL.
 	TTL Duration `yaml:"ttl"`
 	// MCP, for kind "mcp", is the MCP server this provider puts behind
 	// the kernel, as an MCP client inside the node (docs/discovery.md).
@@ -438,6 +440,10 @@ type Tool struct {
 // shared with providers[].mcp (which this package embeds and cannot
 // import it back).
 type Duration = mcpprovider.Duration
+
+// DefaultHostedTTL is a hosted provider's ttl when the file does not set
+// it: how long the node's own instance honours a revision it advertised.
+const DefaultHostedTTL = 5 * time.Minute
 
 // DefaultDrainTimeout is node.drain_timeout when the file does not set it.
 const DefaultDrainTimeout = 20 * time.Second
@@ -552,16 +558,21 @@ func (c *Config) defaults() {
 		}
 	}
 	if c.Kernel.ResolveTimeout == 0 {
-		c.Kernel.ResolveTimeout = Duration(5 * time.Second)
+		c.Kernel.ResolveTimeout = Duration(actors.DefaultResolveTimeout)
 	}
 	if c.Kernel.CallTimeout == 0 {
-		c.Kernel.CallTimeout = Duration(30 * time.Second)
+		c.Kernel.CallTimeout = Duration(actors.DefaultCallTimeout)
 	}
 	if c.Audit.Durability == "" {
-		c.Audit.Durability = "acked"
+		c.Audit.Durability = auditstore.DurabilityAcked
 	}
 	if c.Audit.Stream == "" {
-		c.Audit.Stream = "SHAREDOS_AUDIT"
+		c.Audit.Stream = auditstore.DefaultStream
+	}
+	for i := range c.Providers {
+		if p := &c.Providers[i]; p.Host != "" && p.TTL == 0 {
+			p.TTL = Duration(DefaultHostedTTL)
+		}
 	}
 	if c.Audit.Sync == "" {
 		c.Audit.Sync = "always"
@@ -621,8 +632,8 @@ func (c *Config) Validate() error {
 	if c.Audit.CheckpointInterval < 0 {
 		add("audit.checkpoint_interval must not be negative")
 	}
-	if m := c.Audit.SegmentMaxBytes; m != 0 && (m < 4<<10 || m > c.NATS.MaxMessageBytes-1<<10) {
-		add("audit.segment_max_bytes %d must be between 4096 and nats.max_message_bytes less 1024 (%d)", m, c.NATS.MaxMessageBytes-1<<10)
+	if m := c.Audit.SegmentMaxBytes; m != 0 && (m < auditstore.MinSegmentBytes || m > c.NATS.MaxMessageBytes-1<<10) {
+		add("audit.segment_max_bytes %d must be between %d and nats.max_message_bytes less 1024 (%d)", m, auditstore.MinSegmentBytes, c.NATS.MaxMessageBytes-1<<10)
 	}
 	if w := c.Audit.SegmentMaxWait; w < 0 || w > Duration(time.Second) {
 		add("audit.segment_max_wait %s must be between 0 and 1s", time.Duration(w))

@@ -216,10 +216,7 @@ func Start(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err 
 			if !ok {
 				return nil, fmt.Errorf("node: provider %s: no hostable provider %q", p.ID, p.Host)
 			}
-			ttl := time.Duration(p.TTL)
-			if ttl == 0 {
-				ttl = 5 * time.Minute
-			}
+			ttl := time.Duration(p.TTL) // config defaults it (DefaultHostedTTL)
 			pc, err := n.providerConn(p.ID)
 			if err != nil {
 				return nil, fmt.Errorf("node: hosting provider %s: %w", p.ID, err)
@@ -522,10 +519,6 @@ func (n *Node) serveHTTP() error {
 	mux.Handle("GET /metrics", promhttp.HandlerFor(n.metrics.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /status", n.serveStatus)
 	if err := n.serveMCP(mux, ln.Addr()); err != nil {
-		_ = ln.Close()
-		return err
-	}
-	if err := n.serveConsole(mux, ln.Addr().String()); err != nil {
 		_ = ln.Close()
 		return err
 	}
