@@ -522,6 +522,10 @@ func (n *Node) serveHTTP() error {
 		_ = ln.Close()
 		return err
 	}
+	if err := n.serveConsole(mux, ln.Addr().String()); err != nil {
+		_ = ln.Close()
+		return err
+	}
 	if err := n.serveOAuth(mux); err != nil {
 		_ = ln.Close()
 		return err
