@@ -493,6 +493,7 @@ func (f *Front) answerFast(w http.ResponseWriter, r *http.Request, e *turnEntry,
 		// propagate it (PropagateRequestCancellation).
 		ctx = context.WithoutCancel(ctx)
 	}
+	ctx, span := f.startSpan(ctx, e, req.method, req.name, nil, r.Header, req.rawID)
 	var result []byte
 	var err error
 	if req.method == "tools/list" {
@@ -515,6 +516,7 @@ func (f *Front) answerFast(w http.ResponseWriter, r *http.Request, e *turnEntry,
 			result, err = marshalCallResult(res, req.modern)
 		}
 	}
+	endFast(span, req.method, result, err)
 	var resp *jsonrpc.Response
 	status := http.StatusOK
 	if err != nil {

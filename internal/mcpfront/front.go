@@ -21,6 +21,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sharedos/sharedos/actors"
 	"github.com/sharedos/sharedos/authority"
@@ -85,6 +86,10 @@ type Options struct {
 	// Clock is the time tokens are checked at. Default time.Now.
 	Clock  func() time.Time
 	Logger *slog.Logger
+	// Tracer, if set, records a server span per tools/list and tools/call
+	// ("tools/call {tool}", the MCP conventions), under the trace context
+	// of the request's params._meta or HTTP headers (trace.go). nil: none.
+	Tracer trace.Tracer
 }
 
 func (o *Options) defaults() error {

@@ -66,9 +66,9 @@ func (f *Front) newServer(e *turnEntry) *mcp.Server {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 			switch method {
 			case "tools/list":
-				return f.list(ctx, e, req.(*mcp.ListToolsRequest))
+				return f.traced(ctx, e, method, req, func(ctx context.Context) (mcp.Result, error) { return f.list(ctx, e, req.(*mcp.ListToolsRequest)) })
 			case "tools/call":
-				return f.call(ctx, e, req.(*mcp.CallToolRequest))
+				return f.traced(ctx, e, method, req, func(ctx context.Context) (mcp.Result, error) { return f.call(ctx, e, req.(*mcp.CallToolRequest)) })
 			case "prompts/list", "prompts/get", "resources/list", "resources/read", "resources/templates/list",
 				"resources/subscribe", "resources/unsubscribe", "completion/complete", "logging/setLevel":
 				// Capabilities this server does not declare.

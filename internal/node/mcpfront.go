@@ -44,7 +44,7 @@ func (n *Node) serveMCP(mux *http.ServeMux, addr net.Addr) error {
 		endpoint = "http://" + net.JoinHostPort(host, port) + mcpfront.Path
 	}
 	f, err := mcpfront.New(mcpfront.Options{
-		Kernel: n.kernel, Key: n.key, URL: endpoint, Logger: n.log,
+		Kernel: n.kernel, Key: n.key, URL: endpoint, Logger: n.log, Tracer: n.tracing.Tracer(),
 		Bus: n.nc, BusPrefix: n.cfg.NATS.Prefix, Bounds: n.cfg.MCP.Bounds(),
 	})
 	if err != nil {

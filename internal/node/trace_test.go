@@ -363,3 +363,79 @@ func TestTracingOffAddsNothing(t *testing.T) {
 		t.Fatal("the runtime's span context is not valid")
 	}
 }
+
+// A model sandbox's tools/call through the node's MCP front continues the
+// trace its params._meta names: the front's "tools/call {alias}" server
+// span is a child of the sandbox's span, and the call goes on to the
+// provider and the MCP server behind it in the same trace — on the SDK's
+// path (a _meta traceparent) and on the fast path (an HTTP traceparent).
+func TestTraceThroughMCPFront(t *testing.T) {
+	r := startTraceRig(t, true, false)
+	turn, err := r.c.Open(ctx(t), client.Access{Tenant: "acme", Principal: "tracy", Namespaces: []string{"tr"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := turn.Token(ctx(t), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := turn.ListTools(ctx(t))
+	if err != nil || len(l.Tools) != 1 {
+		t.Fatalf("list: %+v %v", l, err)
+	}
+	alias := l.Tools[0].Alias
+	viaMeta, viaHeader := "4bf92f3577b34da6a3ce929d0e0e4736", "5bf92f3577b34da6a3ce929d0e0e4737"
+	s, err := mcp.NewClient(&mcp.Implementation{Name: "sandbox", Version: "1"}, nil).Connect(ctx(t),
+		&mcp.StreamableClientTransport{Endpoint: tok.URL, HTTPClient: &http.Client{Transport: traceRT{bearer: tok.Token, traceparent: "00-" + viaHeader + "-00f067aa0ba902b8-01"}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	res, err := s.CallTool(ctx(t), &mcp.CallToolParams{Name: alias, Arguments: map[string]any{"text": "x"},
+		Meta: mcp.Meta{"traceparent": "00-" + viaMeta + "-00f067aa0ba902b7-01"}})
+	if err != nil || res.IsError {
+		t.Fatalf("call with _meta: %+v %v", res, err)
+	}
+	if res, err = s.CallTool(ctx(t), &mcp.CallToolParams{Name: alias, Arguments: map[string]any{"text": "y"}}); err != nil || res.IsError {
+		t.Fatalf("call with the HTTP header only: %+v %v", res, err)
+	}
+	r.flush(t)
+	spans := r.recv.Spans()
+	for _, c := range []struct{ trace, parent string }{{viaMeta, "00f067aa0ba902b7"}, {viaHeader, "00f067aa0ba902b8"}} {
+		var front, mcall *otlprecv.Span
+		for i, sp := range spans {
+			switch {
+			case sp.TraceID != c.trace:
+			case sp.Service == "sharedos-node" && sp.Name == "tools/call "+alias && sp.Kind == "server":
+				front = &spans[i]
+			case sp.Service == "provider" && sp.Name == "tools/call note":
+				mcall = &spans[i]
+			}
+		}
+		if front == nil || mcall == nil {
+			t.Fatalf("trace %s: front span %v, provider tools/call span %v", c.trace, front, mcall)
+		}
+		if front.ParentID != c.parent {
+			t.Errorf("trace %s: the front's span's parent is %s, want the sandbox's %s", c.trace, front.ParentID, c.parent)
+		}
+		for k, v := range map[string]string{"mcp.method.name": "tools/call", "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": alias,
+			"sharedos.transport": "mcp", "sharedos.decision": "allow"} {
+			if front.Attrs[k] != v {
+				t.Errorf("trace %s: front span %s = %q, want %q", c.trace, k, front.Attrs[k], v)
+			}
+		}
+		if front.Attrs["gen_ai.tool.call.id"] == "" || front.Attrs["mcp.protocol.version"] == "" {
+			t.Errorf("trace %s: front span without call id or protocol version: %v", c.trace, front.Attrs)
+		}
+	}
+}
+
+// traceRT sends a bearer token and a traceparent header on every request.
+type traceRT struct{ bearer, traceparent string }
+
+func (b traceRT) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.bearer)
+	r.Header.Set("Traceparent", b.traceparent)
+	return http.DefaultTransport.RoundTrip(r)
+}

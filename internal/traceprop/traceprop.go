@@ -17,6 +17,7 @@ package traceprop
 
 import (
 	"context"
+	"net/http"
 
 	"github.com/nats-io/nats.go"
 	"go.opentelemetry.io/otel/propagation"
@@ -126,4 +127,20 @@ func InjectMeta(ctx context.Context, meta map[string]any) map[string]any {
 	}
 	propagator.Inject(ctx, metaCarrier(meta))
 	return meta
+}
+
+// httpCarrier reads the trace context keys of HTTP headers.
+type httpCarrier http.Header
+
+func (h httpCarrier) Get(key string) string { return boundedGet(key, http.Header(h).Values(key)) }
+func (h httpCarrier) Set(key, value string) { http.Header(h).Set(key, value) }
+func (h httpCarrier) Keys() []string        { return []string{TraceparentKey, TracestateKey} }
+
+// ExtractHTTP is ctx with the remote span context HTTP headers carry
+// (traceparent, tracestate), if a valid one.
+func ExtractHTTP(ctx context.Context, h http.Header) context.Context {
+	if h.Get(TraceparentKey) == "" {
+		return ctx
+	}
+	return propagator.Extract(ctx, httpCarrier(h))
 }
