@@ -11,7 +11,6 @@
 //	node policy get|put|delete|list|export|diff|import  (as an admin identity)
 //	node oauth login --provider ID --tenant T --profile P [--principal NAME]  (as an admin identity)
 //	node status | identities
-//	node console                               a login link to the operator console (docs/console.md)
 //
 // "node -h" lists every command with its own flags; "node COMMAND -h"
 // prints one command's usage with every flag it takes.
@@ -59,10 +58,9 @@ const usage = `usage: node COMMAND [SUBCOMMAND] [flags] [arguments]
   node audit keys [--local] [--key FILE]
   node policy get KEY [--json] | put FILE | put KEY FILE --revision N | delete KEY --revision N | list
   node policy export [--out FILE] [--json] | diff FILE | import FILE [--since REV]
-  node oauth login --provider ID --tenant T --profile P [--principal NAME]
+  node oauth login --provider ID --tenant T --profile P [--principal NAME] [--scope S,S]
   node status [--http ADDR]
   node identities [--creds-dir DIR]
-  node console [--node ID] [--http ADDR] [--as NAME]   print a login link to the operator console
 
 Every turn, audit, policy and oauth command also takes --config FILE (default cluster.yaml),
 --nats URL, --prefix P, --creds FILE, --as NAME and --inbox-prefix P (audit:
@@ -92,7 +90,6 @@ var commands = []command{
 	{"oauth", oauthCmd, oauthSubcommands},
 	{"status", statusCmd, nil},
 	{"identities", identitiesCmd, nil},
-	{"console", consoleCmd, nil},
 }
 
 func main() {

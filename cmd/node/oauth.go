@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/sharedos/sharedos/internal/config"
@@ -13,13 +14,15 @@ import (
 
 var oauthSubcommands = []string{"login"}
 
-const oauthUsage = `usage: node oauth login --provider ID --tenant T --profile P [--principal NAME] [flags]
+const oauthUsage = `usage: node oauth login --provider ID --tenant T --profile P [--principal NAME] [--scope S,S] [flags]
 
   login   start authorizing an MCP server's authorization_code credential
           profile: prints the link for the person to open; their
           authorization server sends them back to a node's /oauth/callback,
           which stores the grant (sealed) for every node of the cluster.
-          A per-principal profile names the principal whose account it is.
+          A per-principal profile names the principal whose account it is;
+          --scope asks for scopes beyond the profile's (what an
+          insufficient_scope refusal named).
 
 The identity is an admin (--as admin by default; docs/security.md). Also takes
 --config FILE, --nats URL, --prefix P, --creds FILE, --as NAME,
@@ -31,7 +34,7 @@ func oauthCmd(args []string) error {
 	if err != nil {
 		return err
 	}
-	fs := newFlags("oauth "+sub, "--provider ID --tenant T --profile P [--principal NAME] [flags]",
+	fs := newFlags("oauth "+sub, "--provider ID --tenant T --profile P [--principal NAME] [--scope S,S] [flags]",
 		"Starts an OAuth authorization (authorization code with PKCE) of an MCP server's credential\n"+
 			"profile and prints the link to open; see docs/discovery.md, \"OAuth\".")
 	var c conn
@@ -44,8 +47,12 @@ func oauthCmd(args []string) error {
 	fs.StringVar(&req.Tenant, "tenant", "", "the credential profile's tenant")
 	fs.StringVar(&req.Profile, "profile", "", "the credential profile")
 	fs.StringVar(&req.Principal, "principal", "", "whose account (a per-principal profile)")
+	scopes := fs.String("scope", "", "scopes to ask for beyond the profile's, comma-separated (step-up)")
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	if *scopes != "" {
+		req.Scopes = strings.Split(*scopes, ",")
 	}
 	if req.Provider == "" || req.Tenant == "" || req.Profile == "" || fs.NArg() != 0 {
 		return usageError{errors.New("oauth login needs --provider, --tenant and --profile (node oauth login -h for usage)")}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -111,8 +112,10 @@ func (c *Config) UsesOAuth() bool {
 
 // BeginLogin starts the authorization of an authorization_code profile
 // for principal (ignored for a shared profile): the link for the person
-// to follow, whose redirect completes it on a node's callback.
-func (p *Provider) BeginLogin(ctx context.Context, tenant, profile, principal string) (oauth.Login, error) {
+// to follow, whose redirect completes it on a node's callback. It asks
+// for the profile's scopes and extra ones (step-up: what an
+// insufficient_scope refusal named).
+func (p *Provider) BeginLogin(ctx context.Context, tenant, profile, principal string, extra []string) (oauth.Login, error) {
 	_, cred, ok := p.cfg.profileFor(tenant, profile)
 	if !ok || cred == nil || cred.OAuth == nil {
 		return oauth.Login{}, fmt.Errorf("mcp server %s: no oauth credential profile %s/%s", p.id, tenant, profile)
@@ -130,7 +133,13 @@ func (p *Provider) BeginLogin(ctx context.Context, tenant, profile, principal st
 		return oauth.Login{}, fmt.Errorf("mcp server %s: profile %s/%s is authorized per principal: name the principal", p.id, tenant, profile)
 	}
 	ref := oauth.Ref{Server: p.id, Tenant: tenant, Profile: profile, Principal: principal}
-	return p.opts.OAuth.BeginLogin(ctx, ref, &oauth.Client{Flow: o.Flow, ClientID: o.ClientID, Scopes: o.Scopes, Resource: p.cfg.URL, Issuer: o.Issuer})
+	scopes := slices.Clone(o.Scopes)
+	for _, s := range extra {
+		if !slices.Contains(scopes, s) {
+			scopes = append(scopes, s)
+		}
+	}
+	return p.opts.OAuth.BeginLogin(ctx, ref, &oauth.Client{Flow: o.Flow, ClientID: o.ClientID, Scopes: scopes, Resource: p.cfg.URL, Issuer: o.Issuer})
 }
 
 // ClientSecret is the client secret of ref's profile (a login completing).

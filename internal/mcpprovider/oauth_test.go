@@ -144,14 +144,12 @@ func (e *oauthEnv) assertStatusHasNoToken(t *testing.T, p *mcpprovider.Provider)
 	}
 }
 
-// login authorizes principal's gh-user grant as account user, following
-// the authorization link as a browser would (the AS's form, then the
-// redirect to the node's callback).
-func (e *oauthEnv) login(t *testing.T, m *oauth.Manager, principal, user, password string) {
+// login authorizes principal's gh-user grant as account user (asking
+// for extra scopes too), following the authorization link as a browser
+// would (the AS's form, then the redirect to the node's callback).
+func (e *oauthEnv) login(t *testing.T, p *mcpprovider.Provider, principal, user, password string, extra ...string) {
 	t.Helper()
-	c := e.cfg.Credentials[1].OAuth
-	l, err := m.BeginLogin(ctxT(t), oauth.Ref{Server: "gh", Tenant: "acme", Profile: "gh-user", Principal: principal},
-		&oauth.Client{Flow: c.Flow, ClientID: c.ClientID, Scopes: c.Scopes, Resource: e.cfg.URL, Issuer: c.Issuer})
+	l, err := p.BeginLogin(ctxT(t), "acme", "gh-user", principal, extra)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,15 +261,15 @@ func TestOAuthStepUpIsATypedRefusalNamingTheScope(t *testing.T) {
 
 func TestOAuthPerPrincipalAccountsSeeTheirOwnTools(t *testing.T) {
 	e := newOAuthEnv(t)
-	m, p := e.node(t, "n1")
+	_, p := e.node(t, "n1")
 	if _, err := p.Catalog(ctxT(t), as("ada", "gh-user")); reason.Of(err) != reason.AuthRequired {
 		t.Fatalf("before a login: %v, want auth_required", err)
 	}
 	if st := statusOf(p, "acme/gh-user#ada"); st.State != mcpprovider.StateAuthRequired || !strings.Contains(st.Error, "node oauth login") {
 		t.Fatalf("status %+v: auth_required, saying what to do", st)
 	}
-	e.login(t, m, "ada", "alice", "pw-a")
-	e.login(t, m, "bea", "bob", "pw-b")
+	e.login(t, p, "ada", "alice", "pw-a")
+	e.login(t, p, "bea", "bob", "pw-b")
 	ca, err := p.Catalog(ctxT(t), as("ada", "gh-user"))
 	if err != nil {
 		t.Fatal(err)
@@ -297,8 +295,8 @@ func TestOAuthPerPrincipalAccountsSeeTheirOwnTools(t *testing.T) {
 // is capability_changed.
 func TestOAuthRefreshAndScopeChangeRediscovers(t *testing.T) {
 	e := newOAuthEnv(t)
-	m, p := e.node(t, "n1")
-	e.login(t, m, "ada", "alice", "pw-a")
+	_, p := e.node(t, "n1")
+	e.login(t, p, "ada", "alice", "pw-a")
 	pinned, err := p.Catalog(ctxT(t), as("ada", "gh-user"))
 	if err != nil {
 		t.Fatal(err)
@@ -331,8 +329,8 @@ func TestOAuthRefreshAndScopeChangeRediscovers(t *testing.T) {
 // restores it.
 func TestOAuthRevokedRefreshIsAuthRequired(t *testing.T) {
 	e := newOAuthEnv(t)
-	m, p := e.node(t, "n1")
-	e.login(t, m, "ada", "alice", "pw-a")
+	_, p := e.node(t, "n1")
+	e.login(t, p, "ada", "alice", "pw-a")
 	pinned, err := p.Catalog(ctxT(t), as("ada", "gh-user"))
 	if err != nil {
 		t.Fatal(err)
@@ -353,7 +351,7 @@ func TestOAuthRevokedRefreshIsAuthRequired(t *testing.T) {
 	if _, err := p.Catalog(ctxT(t), as("ada", "gh-user")); reason.Of(err) != reason.AuthRequired {
 		t.Fatalf("a new turn: %v", err)
 	}
-	e.login(t, m, "ada", "alice", "pw-a")
+	e.login(t, p, "ada", "alice", "pw-a")
 	if res, err := call(t, p, as("ada", "gh-user"), pinned, "read_repo"); err != nil || res.Text != "ran read_repo as alice" {
 		t.Fatalf("after a new login: %+v %v", res, err)
 	}
@@ -365,7 +363,7 @@ func TestOAuthRevokedRefreshIsAuthRequired(t *testing.T) {
 func TestOAuthRefusedTokenIsRefreshedOnce(t *testing.T) {
 	e := newOAuthEnv(t)
 	m, p := e.node(t, "n1")
-	e.login(t, m, "ada", "alice", "pw-a")
+	e.login(t, p, "ada", "alice", "pw-a")
 	pinned, err := p.Catalog(ctxT(t), as("ada", "gh-user"))
 	if err != nil {
 		t.Fatal(err)
@@ -387,9 +385,9 @@ func TestOAuthRefusedTokenIsRefreshedOnce(t *testing.T) {
 // once: one refresh reaches the authorization server.
 func TestOAuthTwoNodesRefreshOnce(t *testing.T) {
 	e := newOAuthEnv(t)
-	m1, p1 := e.node(t, "n1")
+	_, p1 := e.node(t, "n1")
 	_, p2 := e.node(t, "n2")
-	e.login(t, m1, "ada", "alice", "pw-a")
+	e.login(t, p1, "ada", "alice", "pw-a")
 	c1, err := p1.Catalog(ctxT(t), as("ada", "gh-user"))
 	if err != nil {
 		t.Fatal(err)
@@ -416,5 +414,28 @@ func TestOAuthTwoNodesRefreshOnce(t *testing.T) {
 	}
 	if n := e.as.Requests("refresh_token"); n != 1 {
 		t.Fatalf("%d refreshes at the AS, want 1", n)
+	}
+}
+
+// Step-up: the profile authorized again with the scope the refusal named
+// runs the call, from the same pinned catalogue.
+func TestOAuthStepUpReauthorizes(t *testing.T) {
+	e := newOAuthEnv(t)
+	e.as.AddClient(oauthtest.Client{ID: "web", Secret: "web-secret", Grants: []string{"authorization_code", "refresh_token"},
+		Scopes: []string{"repo:read", "issues:write", "repo:admin"}, RedirectURIs: []string{e.cb.URL + oauth.CallbackPath}})
+	e.as.SetUserScopes("alice", []string{"repo:read", "issues:write", "repo:admin"})
+	_, p := e.node(t, "n1")
+	e.login(t, p, "ada", "alice", "pw-a")
+	pinned, err := p.Catalog(ctxT(t), as("ada", "gh-user"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = call(t, p, as("ada", "gh-user"), pinned, "delete_repo")
+	if reason.Of(err) != reason.InsufficientScope || !strings.Contains(err.Error(), "repo:admin") {
+		t.Fatalf("before step-up: %v", err)
+	}
+	e.login(t, p, "ada", "alice", "pw-a", "repo:admin")
+	if res, err := call(t, p, as("ada", "gh-user"), pinned, "delete_repo"); err != nil || res.Text != "ran delete_repo as alice" {
+		t.Fatalf("after authorizing repo:admin: %+v %v", res, err)
 	}
 }

@@ -121,7 +121,7 @@ func (n *Node) answerLogin(m *nats.Msg) {
 		return
 	}
 	var req oauth.LoginRequest
-	if len(m.Data) > 4096 || json.Unmarshal(m.Data, &req) != nil {
+	if len(m.Data) > 4096 || json.Unmarshal(m.Data, &req) != nil || len(req.Scopes) > 64 {
 		refuse(reason.InvalidRequest, "a login request is {provider, tenant, profile, principal}")
 		return
 	}
@@ -131,7 +131,7 @@ func (n *Node) answerLogin(m *nats.Msg) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		l, err := mp.BeginLogin(ctx, req.Tenant, req.Profile, req.Principal)
+		l, err := mp.BeginLogin(ctx, req.Tenant, req.Profile, req.Principal, req.Scopes)
 		if err != nil {
 			refuse(reason.InvalidRequest, "%s", err.Error())
 			return

@@ -95,6 +95,8 @@ type LoginRequest struct {
 	Tenant    string `json:"tenant"`
 	Profile   string `json:"profile"`
 	Principal string `json:"principal,omitempty"`
+	// Scopes are asked for beyond the profile's (step-up).
+	Scopes []string `json:"scopes,omitempty"`
 }
 
 // LoginReply is the link, or a refusal with a reason code.
