@@ -11,6 +11,7 @@
 //	node policy get|put|delete|list|export|diff|import  (as an admin identity)
 //	node oauth login --provider ID --tenant T --profile P [--principal NAME]  (as an admin identity)
 //	node status | identities
+//	node console                               a login link to the operator console (docs/console.md)
 //
 // "node -h" lists every command with its own flags; "node COMMAND -h"
 // prints one command's usage with every flag it takes.
@@ -61,6 +62,7 @@ const usage = `usage: node COMMAND [SUBCOMMAND] [flags] [arguments]
   node oauth login --provider ID --tenant T --profile P [--principal NAME] [--scope S,S]
   node status [--http ADDR]
   node identities [--creds-dir DIR]
+  node console [--node ID] [--http ADDR] [--as NAME]   print a login link to the operator console
 
 Every turn, audit, policy and oauth command also takes --config FILE (default cluster.yaml),
 --nats URL, --prefix P, --creds FILE, --as NAME and --inbox-prefix P (audit:
@@ -90,6 +92,7 @@ var commands = []command{
 	{"oauth", oauthCmd, oauthSubcommands},
 	{"status", statusCmd, nil},
 	{"identities", identitiesCmd, nil},
+	{"console", consoleCmd, nil},
 }
 
 func main() {
