@@ -1175,11 +1175,42 @@ func (e *leanEvent) parseCatalog(p *parser) bool {
 		if p.lit(`,"refused":`) && !p.strs(nil) {
 			return false
 		}
-		if !p.lit(`,"duration_us":`) || !p.int() || !p.lit(`}`) {
+		if !p.lit(`,"duration_us":`) || !p.int() {
+			return false
+		}
+		if p.lit(`,"pending_review":`) && !p.strs(nil) {
+			return false
+		}
+		if p.lit(`,"drift":[`) && !p.skipDrift() {
+			return false
+		}
+		if !p.lit(`}`) {
 			return false
 		}
 	}
 	return p.lit(`}`)
+}
+
+// skipDrift skips a provider's drift entries, after their "[".
+func (p *parser) skipDrift() bool {
+	for first := true; !p.lit(`]`); first = false {
+		if !first && !p.lit(`,`) {
+			return false
+		}
+		if !p.lit(`{"tool":`) || !p.skipStr() || !p.lit(`,"revision":`) || !p.skipStr() || !p.lit(`,"decision":`) || !p.skipStr() {
+			return false
+		}
+		if p.lit(`,"classes":`) && !p.strs(nil) {
+			return false
+		}
+		if p.lit(`,"accepted":`) && !p.skipStr() {
+			return false
+		}
+		if !p.lit(`}`) {
+			return false
+		}
+	}
+	return true
 }
 
 func (e *leanEvent) parseCall(p *parser) bool {
