@@ -16,6 +16,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sharedos/sharedos/reason"
 )
@@ -145,6 +146,9 @@ type JetStreamOptions struct {
 	// when the record's segment was acked or failed, with the latency
 	// from Emit; for metrics. May be nil. It must not block.
 	OnPublish func(latency time.Duration, err error)
+	// Tracer, if set, records a span per commit, "sharedos.audit.commit"
+	// (trace.go). nil: none.
+	Tracer trace.Tracer
 }
 
 // JetStreamSink is a Sink that writes records to a JetStream stream by
@@ -184,6 +188,7 @@ type JetStreamSink struct {
 	stallWait time.Duration
 	log       *slog.Logger
 	onPublish func(time.Duration, error)
+	tracer    trace.Tracer
 	segID     string // "<random incarnation>-": segment ids are segID + a counter
 	// retryWindow bounds a commit's retries; retries counts them.
 	retryWindow time.Duration
@@ -312,6 +317,7 @@ func NewJetStreamSink(ctx context.Context, nc *nats.Conn, opts JetStreamOptions)
 		stallWait:   opts.StallWait,
 		log:         opts.Logger.With(slog.String("component", "audit"), slog.String("stream", opts.Stream)),
 		onPublish:   opts.OnPublish,
+		tracer:      opts.Tracer,
 		segID:       hex.EncodeToString(inc[:]) + "-",
 		queue:       newGroup(),
 		progress:    make(chan struct{}),
@@ -525,7 +531,9 @@ func (s *JetStreamSink) commit(g *group) {
 			},
 		}
 	}
+	span := s.startCommit(g)
 	errs := s.store(msgs)
+	endCommit(span, errs)
 	s.mu.Lock()
 	s.resolved += uint64(g.records)
 	s.mu.Unlock()

@@ -159,6 +159,7 @@ func Start(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err 
 		Durability: cfg.Audit.Durability, FailOpen: cfg.Audit.FailOpen, Logger: n.log,
 		MaxSegmentBytes: cfg.SegmentBytes(), MaxWait: time.Duration(cfg.Audit.SegmentMaxWait), MaxPending: cfg.Audit.MaxPending,
 		AckTimeout: time.Duration(cfg.Audit.AckTimeout), RetryWindow: time.Duration(cfg.Audit.RetryWindow),
+		Tracer: n.tracing.Tracer(),
 		OnPublish: func(d time.Duration, err error) {
 			if n.metrics != nil {
 				n.metrics.observePublish(d, err)

@@ -266,6 +266,19 @@ func TestTraceEndToEnd(t *testing.T) {
 	if wantTP := "00-" + traceID + "-" + mcall.SpanID + "-01"; tp != wantTP {
 		t.Errorf("the MCP server received traceparent %q in _meta, want %q", tp, wantTP)
 	}
+	// Each audit commit is a span of its own, counting its records.
+	commits := 0
+	for _, s := range spans {
+		if s.Service == "sharedos-node" && s.Name == "sharedos.audit.commit" && s.Kind == "producer" {
+			if s.Attrs["sharedos.audit.records"] == "" || s.Attrs["sharedos.audit.records"] == "0" || s.Attrs["messaging.system"] != "nats" {
+				t.Errorf("audit commit span attributes %v", s.Attrs)
+			}
+			commits++
+		}
+	}
+	if commits == 0 {
+		t.Error("no audit commit span")
+	}
 	// The turn's other operations are spans of the same trace too.
 	for _, op := range []string{"sharedos.open", "sharedos.list", "sharedos.close"} {
 		if s := spanNamed(t, spans, "sharedos-node", op, "server"); s.TraceID != traceID {
