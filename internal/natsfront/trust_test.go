@@ -3,8 +3,10 @@ package natsfront_test
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sharedos/sharedos/audit"
 	"github.com/sharedos/sharedos/client"
@@ -174,15 +176,19 @@ func TestRefusalsAreBoundedAndRateLimited(t *testing.T) {
 		claim.Attributes[fmt.Sprintf("k%03d", i)] = strings.Repeat("v", 256)
 	}
 	const tries = 40
+	start := time.Now()
 	for range tries {
 		if _, err := globex.Open(ctx(t), claim); !errors.Is(err, reason.ErrTenantForbidden) {
 			t.Fatalf("open for acme as globex: %v, want tenant_forbidden", err)
 		}
 	}
+	// The bucket refills at the limit's rate while the tries run, however
+	// long a loaded machine makes them take.
+	refilled := int(math.Ceil(time.Since(start).Seconds() * natsfront.DefaultRefusalRate.Rate))
 	refused := closedWith(w.f.Sink, string(reason.TenantForbidden))
 	burst := natsfront.DefaultRefusalRate.Burst
-	if len(refused) == 0 || len(refused) > burst+2 {
-		t.Fatalf("%d of %d refusals recorded; want some, at most the burst (%d) and what refilled meanwhile", len(refused), tries, burst)
+	if len(refused) < burst || len(refused) > burst+refilled {
+		t.Fatalf("%d of %d refusals recorded; want the burst (%d), and at most the %d refilled meanwhile besides", len(refused), tries, burst, refilled)
 	}
 	if got := w.front.UnrecordedRefusals(); got != int64(tries-len(refused)) {
 		t.Fatalf("%d refusals counted unrecorded, want %d", got, tries-len(refused))
