@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
+	"os/exec"
 	"regexp"
 	"slices"
 	"strings"
@@ -51,6 +52,30 @@ func (l *lockedBuffer) String() string {
 // callback; then the turn lists and calls the account's tools. No token
 // is in the node's logs, its audit trail, its metrics or its status.
 func TestOAuthLoginThroughTheNode(t *testing.T) {
+	testOAuthLogin(t, func(t *testing.T, as *oauthtest.Server, link string) { followLogin(t, link, as.URL, "alice", "pw-a") })
+}
+
+// The same through a real browser: headless Chromium loads the link, the
+// authorization server's page signs in (its form filled and submitted in
+// the browser), and Chromium follows the redirect to the node's callback.
+func TestOAuthLoginInABrowser(t *testing.T) {
+	chromium, err := exec.LookPath("chromium")
+	if err != nil {
+		t.Skip("chromium not installed (apt-get install chromium): the browser login is not tested")
+	}
+	testOAuthLogin(t, func(t *testing.T, as *oauthtest.Server, link string) {
+		as.PrefillLogin("alice", "pw-a")
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		out, err := exec.CommandContext(ctx, chromium, "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
+			"--user-data-dir="+t.TempDir(), "--dump-dom", link).Output()
+		if err != nil || !strings.Contains(string(out), "Authorized") {
+			t.Fatalf("chromium: %v; the page it ended on:\n%s", err, out)
+		}
+	})
+}
+
+func testOAuthLogin(t *testing.T, follow func(t *testing.T, as *oauthtest.Server, link string)) {
 	t.Cleanup(http.DefaultTransport.(*http.Transport).CloseIdleConnections)
 	clock := &oauthtest.Clock{}
 	as := oauthtest.NewServer(clock)
@@ -121,7 +146,7 @@ func TestOAuthLoginThroughTheNode(t *testing.T) {
 	if u, _ := url.Parse(rep.Login.URL); u.Query().Get("redirect_uri") != callback {
 		t.Fatalf("the link sends the person back to %s, want the node's callback %s", u.Query().Get("redirect_uri"), callback)
 	}
-	followLogin(t, rep.Login.URL, as.URL, "alice", "pw-a")
+	follow(t, as, rep.Login.URL)
 
 	turn, err = rt.Open(ctx(t), access)
 	if err != nil {

@@ -70,6 +70,17 @@ type Server struct {
 	refresh  map[string]*rtok
 	requests map[string]int // token requests by grant type
 	issued   []string       // every token it issued, access and refresh
+	// prefill, when set, is typed into the login form, which submits
+	// itself: a headless browser then signs in with no one at the keys.
+	prefill *[2]string
+}
+
+// PrefillLogin makes the login form sign in as user by itself (a script
+// in the page fills and submits it, in the browser that loaded it).
+func (s *Server) PrefillLogin(user, password string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.prefill = &[2]string{user, password}
 }
 
 type authReq struct {
@@ -261,7 +272,12 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		fmt.Fprintf(w, `<!doctype html><title>Sign in</title><form method="post" action="/login">
 <input type="hidden" name="req" value="%s"><input name="username" id="username"><input name="password" id="password" type="password">
-<button type="submit" id="submit">Sign in</button></form>`, html.EscapeString(id))
+<button type="submit" id="signin">Sign in</button></form>`, html.EscapeString(id))
+		if s.prefill != nil {
+			u, _ := json.Marshal(s.prefill[0])
+			pw, _ := json.Marshal(s.prefill[1])
+			fmt.Fprintf(w, `<script>document.getElementById("username").value=%s;document.getElementById("password").value=%s;document.forms[0].submit()</script>`, u, pw)
+		}
 	}
 }
 
