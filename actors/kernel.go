@@ -16,6 +16,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/sharedos/sharedos/approval"
 	"github.com/sharedos/sharedos/audit"
 	"github.com/sharedos/sharedos/authority"
 	"github.com/sharedos/sharedos/catalog"
@@ -124,6 +125,9 @@ type Options struct {
 	// a drifted tool of a holding provider is left out of the turn and
 	// recorded pending_review. Nil: every tool a provider offers is held.
 	Contracts *contract.Gate
+	// Approvals are the approval rules and the store of their requests
+	// (docs/approvals.md). Zero: no call needs an approval.
+	Approvals Approvals
 	// Logger receives operational logs. Default slog.Default().
 	Logger *slog.Logger
 	// Switches disable protections for the conformance suite's proofs.
@@ -227,6 +231,9 @@ func (o Options) Validate() error {
 		if !seen[r] {
 			return fmt.Errorf("actors: required provider %q is not configured", r)
 		}
+	}
+	if o.Approvals.Rules != nil && o.Approvals.Store == nil {
+		return errors.New("actors: Options.Approvals.Rules need a Store for their requests")
 	}
 	return nil
 }
@@ -583,6 +590,42 @@ func (k *Kernel) InvokeKeyed(ctx context.Context, access authority.AccessContext
 // never showed that profile is unknown_tool. An empty profile is the
 // turn's own aliases.
 func (k *Kernel) InvokeAs(ctx context.Context, access authority.AccessContext, requestID string, profile projection.Profile, alias string, args []byte) (CallResult, error) {
+	return k.InvokeWith(ctx, access, alias, args, CallOptions{RequestID: requestID, Profile: profile})
+}
+
+// Approvals are what a kernel needs for calls that need an approver.
+type Approvals struct {
+	// Rules name the calls that need an approval (live: replaced as
+	// policy changes); nil names none.
+	Rules *approval.Live
+	// Store is where requests are stored and approvals read and
+	// consumed, alike on every node of the cluster.
+	Store approval.Store
+}
+
+// CallOptions are a call's optional parts.
+type CallOptions struct {
+	// RequestID makes the call keyed (InvokeKeyed).
+	RequestID string
+	// Profile says the alias is a name shown under that model profile
+	// (InvokeAs).
+	Profile projection.Profile
+	// Approval names the approval the call runs on (a request id an
+	// approval_required refusal carried, since approved). A call made
+	// again in its turn with exactly the arguments it was refused with
+	// finds its approval without it.
+	Approval string
+}
+
+// MaxApprovalIDBytes bounds CallOptions.Approval.
+const MaxApprovalIDBytes = 128
+
+// InvokeWith is Invoke with CallOptions.
+func (k *Kernel) InvokeWith(ctx context.Context, access authority.AccessContext, alias string, args []byte, o CallOptions) (CallResult, error) {
+	requestID, profile := o.RequestID, o.Profile
+	if len(o.Approval) > MaxApprovalIDBytes {
+		return CallResult{}, reason.New(reason.InvalidRequest, "an approval id is at most %d bytes", MaxApprovalIDBytes)
+	}
 	if len(requestID) > MaxRequestIDBytes {
 		return CallResult{}, reason.New(reason.InvalidRequest, "a request id is at most %d bytes", MaxRequestIDBytes)
 	}
@@ -590,7 +633,7 @@ func (k *Kernel) InvokeAs(ctx context.Context, access authority.AccessContext, r
 		return CallResult{}, err
 	}
 	res, err := k.turnOp(ctx, access, func(a authority.AccessContext, dl time.Time) any {
-		return &invokeTool{access: a, deadline: dl, inv: turn.Invocation{Alias: alias, Arguments: args, Transport: a.Transport, Profile: profile}, requestID: requestID, span: trace.SpanContextFromContext(ctx)}
+		return &invokeTool{access: a, deadline: dl, inv: turn.Invocation{Alias: alias, Arguments: args, Transport: a.Transport, Profile: profile, ApprovalID: o.Approval}, requestID: requestID, span: trace.SpanContextFromContext(ctx)}
 	})
 	var ce *CallError
 	var re *reason.Error

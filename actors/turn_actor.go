@@ -13,6 +13,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/sharedos/sharedos/approval"
 	"github.com/sharedos/sharedos/audit"
 	"github.com/sharedos/sharedos/authority"
 	"github.com/sharedos/sharedos/catalog"
@@ -131,7 +132,7 @@ func (a *turnActor) starting(ctx actor.Context) {
 		m, rec := turn.New(turn.Config{
 			Node: a.sh.opts.Node, Incarnation: randomID(), StepCeiling: a.sh.opts.StepCeiling,
 			MaxInFlight: a.sh.opts.MaxInFlightPerTurn, OneOperation: a.oneOp, Switches: a.sh.opts.Switches,
-			Projections: a.sh.projections,
+			Projections: a.sh.projections, Approvals: a.sh.opts.Approvals.Rules,
 		}, msg.access)
 		a.m = m
 		a.emit(rec)
@@ -213,6 +214,16 @@ func (a *turnActor) serving(ctx actor.Context) {
 		a.attach(ctx, ctx.Sender(), msg)
 	case *releaseLease:
 		a.release(ctx, ctx.Sender(), msg)
+	case *approvalFetched:
+		if msg.err != nil {
+			ctx.Send(msg.sender, reason.New(reason.Internal, "the approvals store could not be read; the call was not decided: %v", msg.err))
+			return
+		}
+		a.operate(ctx, envelope{sender: msg.sender, msg: msg.msg})
+	case *requestStored:
+		if msg.err != nil && a.m != nil {
+			a.m.ForgetRequest(msg.id)
+		}
 	case *listTools, *projectTools, *listNamespaces, *updateNamespaces, *invokeTool, *describeTurn:
 		if a.failed {
 			if inv, ok := msg.(*invokeTool); ok && a.replayRetry(ctx, ctx.Sender(), inv) {
@@ -251,6 +262,12 @@ func (a *turnActor) resolving(ctx actor.Context) {
 		}
 	case *completed:
 		a.complete(ctx, msg)
+	case *approvalFetched:
+		a.stash = append(a.stash, envelope{sender: msg.sender, msg: msg.msg})
+	case *requestStored:
+		if msg.err != nil {
+			a.m.ForgetRequest(msg.id)
+		}
 	default:
 		a.stash = append(a.stash, envelope{sender: ctx.Sender(), msg: msg})
 	}
@@ -517,6 +534,9 @@ func (a *turnActor) invoke(ctx actor.Context, sender *actor.PID, msg *invokeTool
 			return
 		}
 	}
+	if a.fetchApproval(ctx, sender, msg) {
+		return
+	}
 	inv := msg.inv
 	inv.Late = callerBound && !wall.Before(execDeadline)
 	d, rec := a.m.Decide(now, inv)
@@ -527,9 +547,20 @@ func (a *turnActor) invoke(ctx actor.Context, sender *actor.PID, msg *invokeTool
 	if d.Err != nil {
 		var answer any = d.Err
 		if rec != nil {
-			answer = &CallError{Err: d.Err, CallID: d.CallID, CatalogHash: rec.Event.CatalogHash, Dispatch: NotDispatched}
+			ce := &CallError{Err: d.Err, CallID: d.CallID, CatalogHash: rec.Event.CatalogHash, Dispatch: NotDispatched}
+			if d.Request != nil {
+				ce.Approval = &approval.State{Request: *d.Request, Status: approval.Pending}
+				if st := inv.Approval; st != nil && st.ID == d.Request.ID {
+					ce.Approval = st
+				}
+			}
+			answer = ce
 		}
-		a.answer(ctx, sender, answer, receipt)
+		if d.NewRequest {
+			a.storeRequest(ctx, sender, *d.Request, answer, receipt)
+		} else {
+			a.answer(ctx, sender, answer, receipt)
+		}
 		a.afterOp(ctx)
 		return
 	}
@@ -554,6 +585,7 @@ func (a *turnActor) invoke(ctx actor.Context, sender *actor.PID, msg *invokeTool
 		a.keyedStarted(key, fp, d.CallID)
 	}
 	root, self, maxResult := ctx.ActorSystem().Root, ctx.Self(), a.sh.opts.MaxReplyBytes-ReplyOverhead
+	store, consume := a.sh.opts.Approvals.Store, d.Approval != nil && !a.sh.opts.Switches.NoApprovalBinding
 	a.sh.pool.Go(func() {
 		defer cancel()
 		c := &completed{comp: turn.Completion{CallID: call.CallID}}
@@ -568,6 +600,16 @@ func (a *turnActor) invoke(ctx actor.Context, sender *actor.PID, msg *invokeTool
 			}
 			root.Send(self, c)
 			return
+		}
+		// Consume before effect: the approval is used (at the revision
+		// the decision read) before the tool runs; if another call, on
+		// any node, used or changed it first, this one does not run.
+		if consume {
+			if err := store.Use(cctx, access.Tenant, d.Approval.ID, d.ApprovalRev, call.CallID, now); err != nil {
+				c.comp.Err = reason.New(reason.ApprovalInvalid, "approval %s was not consumed (used or changed elsewhere, or the store did not answer); the call did not run: %v", d.Approval.ID, err)
+				root.Send(self, c)
+				return
+			}
 		}
 		pc.dispatched.Store(true)
 		res, err := execute(cctx, p, call)
@@ -589,6 +631,62 @@ func (a *turnActor) invoke(ctx actor.Context, sender *actor.PID, msg *invokeTool
 			c.result, c.comp.IsError, c.comp.ResultLen = res, res.IsError, n
 		}
 		root.Send(self, c)
+	})
+}
+
+// fetchApproval reads, off the mailbox, the approval the turn must know
+// of before deciding msg (turn.Machine.ApprovalFor) and brings msg back
+// with it (approvalFetched); it reports whether it did. A message that
+// comes back is decided at its own later instant.
+func (a *turnActor) fetchApproval(ctx actor.Context, sender *actor.PID, msg *invokeTool) bool {
+	store := a.sh.opts.Approvals.Store
+	if store == nil || msg.fetched {
+		return false
+	}
+	id := a.m.ApprovalFor(msg.inv)
+	if id == "" {
+		return false
+	}
+	again := *msg
+	again.fetched = true
+	root, self, tenant, timeout := ctx.ActorSystem().Root, ctx.Self(), msg.access.Tenant, a.sh.opts.CallTimeout
+	a.sh.pool.Go(func() {
+		rctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		f := &approvalFetched{sender: sender, msg: &again}
+		st, rev, err := store.Get(rctx, tenant, id)
+		switch {
+		case err == nil:
+			again.inv.Approval, again.inv.ApprovalRev = &st, rev
+		case !errors.Is(err, approval.ErrNotFound):
+			f.err = err
+		}
+		root.Send(self, f)
+	})
+	return true
+}
+
+// storeRequest stores a new approval request once the records of its
+// refusal are, then answers the caller the refusal that names it: an
+// approver can decide a request only once its turn's record of it is in
+// the trail, and a caller is never told of a request that is not stored.
+func (a *turnActor) storeRequest(ctx actor.Context, sender *actor.PID, req approval.Request, answer any, receipt audit.Receipt) {
+	root, self, store, timeout := ctx.ActorSystem().Root, ctx.Self(), a.sh.opts.Approvals.Store, a.sh.opts.CallTimeout
+	a.sh.pool.Go(func() {
+		wctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		if err := audit.Wait(wctx, receipt); err != nil {
+			root.Send(self, &requestStored{id: req.ID, err: err})
+			root.Send(sender, answerOrAuditError(answer, err))
+			return
+		}
+		err := store.Put(wctx, req)
+		root.Send(self, &requestStored{id: req.ID, err: err})
+		if err != nil {
+			root.Send(sender, reason.New(reason.Internal, "approval request %s could not be stored; the call did not run: %v", req.ID, err))
+			return
+		}
+		root.Send(sender, answer)
 	})
 }
 
@@ -723,6 +821,9 @@ func (a *turnActor) finished(ctx actor.Context) {
 		if !a.replayRetry(ctx, ctx.Sender(), msg) {
 			ctx.Respond(reason.New(reason.TurnClosed, "turn %s is closed", a.turnID))
 		}
+	case *approvalFetched:
+		ctx.Send(msg.sender, reason.New(reason.TurnClosed, "turn %s is closed", a.turnID))
+	case *requestStored:
 	default:
 		if ctx.Sender() != nil {
 			ctx.Respond(reason.New(reason.TurnClosed, "turn %s is closed", a.turnID))

@@ -2,10 +2,13 @@ package actors
 
 import (
 	"encoding/json"
+	"errors"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/sharedos/sharedos/approval"
 	"github.com/sharedos/sharedos/authority"
 	"github.com/sharedos/sharedos/catalog"
 	"github.com/sharedos/sharedos/internal/providers"
@@ -90,9 +93,23 @@ type CallError struct {
 	CallID      string
 	CatalogHash string
 	Dispatch    Dispatch
+	// Approval, on approval_required and approval_denied, is the request
+	// to approve (stored, announced to approvers) and its state: its id
+	// and expiry, and exactly the call it is for.
+	Approval *approval.State
 }
 
 func (e *CallError) Error() string { return e.Err.Error() }
+
+// ApprovalOf is the approval request a refusal carries
+// (approval_required, approval_denied), or nil.
+func ApprovalOf(err error) *approval.State {
+	var ce *CallError
+	if errors.As(err, &ce) {
+		return ce.Approval
+	}
+	return nil
+}
 
 // Unwrap returns the reason, so errors.Is and reason.Of see its code.
 func (e *CallError) Unwrap() error { return e.Err }
@@ -155,6 +172,23 @@ type (
 		// span is the caller's span: it parents the execution's spans
 		// (the provider hop), nothing else.
 		span trace.SpanContext
+		// fetched says inv.Approval is what the store held for the
+		// approval the turn must read first (turn.Machine.ApprovalFor),
+		// or that there is none to read.
+		fetched bool
+	}
+	// approvalFetched brings an invoke back to its turn with the
+	// approval it names read from the store.
+	approvalFetched struct {
+		sender *actor.PID
+		msg    *invokeTool
+		// err: the store could not be read (not: the approval is unknown).
+		err error
+	}
+	// requestStored says whether an approval request was stored.
+	requestStored struct {
+		id  string
+		err error
 	}
 	// closeTurn ends the turn; sent by the directory when the turn idles
 	// out or the kernel shuts down.

@@ -323,13 +323,18 @@ func (c *Client) namespaces(ctx context.Context, subject string, access Access, 
 }
 
 func (c *Client) invoke(ctx context.Context, subject string, access Access, profile, alias string, args []byte, turn bool) (*messages.InvokeReply, error) {
+	return c.invokeWith(ctx, subject, access, profile, alias, args, "", turn)
+}
+
+// invokeWith is invoke naming an approval ("" for none).
+func (c *Client) invokeWith(ctx context.Context, subject string, access Access, profile, alias string, args []byte, approval string, turn bool) (*messages.InvokeReply, error) {
 	var rep messages.InvokeReply
 	var id string
 	if turn { // a named turn runs a call with a request id once: safe to resend
 		id = newRequestID()
 	}
 	if err := c.request(ctx, subject, func(ms uint32) messages.Message {
-		return &messages.InvokeRequest{V: messages.Version, Access: access, Tool: alias, Args: args, TimeoutMs: ms, RequestID: id, Profile: profile}
+		return &messages.InvokeRequest{V: messages.Version, Access: access, Tool: alias, Args: args, TimeoutMs: ms, RequestID: id, Profile: profile, Approval: approval}
 	}, &rep, turn, turn); err != nil {
 		if rep.Error != nil {
 			return nil, &CallError{Err: err, Reply: &rep}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sharedos/sharedos/actors"
+	"github.com/sharedos/sharedos/approval"
 	"github.com/sharedos/sharedos/audit"
 	"github.com/sharedos/sharedos/authority"
 	"github.com/sharedos/sharedos/catalog"
@@ -116,6 +117,11 @@ type Fixture struct {
 	// Live is Auth and Credentials: the policy as the node's policy store
 	// keeps it, changed by rows while turns are open.
 	Live *authority.Live
+	// Rules are the approval rules in force (none until a row sets
+	// them); Approvals the store of their requests, in memory, which rows
+	// decide as an approver would.
+	Rules     *approval.Live
+	Approvals *approval.Requests
 	// Contracts is the kernel's contract gate, over baselines in memory:
 	// every provider adopts each change until a row holds it (Hold).
 	Contracts *contract.Gate
@@ -205,6 +211,8 @@ func NewFixture(t testing.TB) *Fixture {
 		Notion:      providers.NewMemory("notion", providers.MemoryTool{Definition: SearchDef("notion.search"), Handler: searchHandler}),
 		Notes:       providers.NewMemory("notes", providers.MemoryTool{Definition: putDef(), Handler: providers.EchoHandler}),
 		Auth:        live,
+		Rules:       &approval.Live{},
+		Approvals:   &approval.Requests{B: approval.NewMemory()},
 	}
 	f.Contracts = contract.NewGate(contract.NewMemory(), contract.GateOptions{Policy: f.contractPolicy, Clock: f.Clock.Now,
 		Logger: slog.New(slog.DiscardHandler)})
@@ -221,6 +229,7 @@ func (f *Fixture) Options() actors.Options {
 		Sink:        f.Sink,
 		Clock:       f.Clock.Now,
 		StepCeiling: 64,
+		Approvals:   actors.Approvals{Rules: f.Rules, Store: f.Approvals},
 		Contracts:   f.Contracts,
 		IdleTimeout: time.Minute,
 		Logger:      slog.New(slog.DiscardHandler),

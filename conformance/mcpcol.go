@@ -18,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/sharedos/sharedos/actors"
+	"github.com/sharedos/sharedos/approval"
 	"github.com/sharedos/sharedos/authority"
 	"github.com/sharedos/sharedos/internal/mcpfront"
 	"github.com/sharedos/sharedos/internal/providers"
@@ -218,11 +219,16 @@ func (d *MCPDriver) Invoke(ctx context.Context, a authority.AccessContext, alias
 	if a.TurnID == "" {
 		return d.k.Invoke(ctx, a, alias, args)
 	}
+	return d.invoke(ctx, a, alias, args, nil)
+}
+
+// invoke is tools/call with meta.
+func (d *MCPDriver) invoke(ctx context.Context, a authority.AccessContext, alias string, args []byte, meta mcp.Meta) (actors.CallResult, error) {
 	s, err := d.session(ctx, a)
 	if err != nil {
 		return actors.CallResult{}, err
 	}
-	res, err := s.CallTool(ctx, &mcp.CallToolParams{Name: alias, Arguments: json.RawMessage(args)})
+	res, err := s.CallTool(ctx, &mcp.CallToolParams{Meta: meta, Name: alias, Arguments: json.RawMessage(args)})
 	if err != nil {
 		return actors.CallResult{}, mcpError(err)
 	}
@@ -244,6 +250,11 @@ func (d *MCPDriver) Invoke(ctx context.Context, a authority.AccessContext, alias
 			if *r.Dispatched {
 				ce.Dispatch = actors.Dispatched
 			}
+		}
+		if ar := r.Approval; ar != nil {
+			ce.Approval = &approval.State{Request: approval.Request{ID: ar.ID, Provider: ar.Provider, Tool: ar.Tool, Revision: ar.Revision,
+				ArgsHash: ar.ArgsHash, Principal: ar.Principal, Turn: ar.Turn, CatalogHash: ar.CatalogHash, ExpiresAt: ar.ExpiresAt},
+				Status: approval.Status(ar.Status), DecidedBy: ar.DecidedBy, Reason: ar.Reason}
 		}
 		return actors.CallResult{}, ce
 	}

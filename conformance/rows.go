@@ -62,6 +62,7 @@ func Rows() []Row {
 		stepCeiling, oneOperationTurn, providerCalledOncePerTurn, catalogHashJoins, contractChangedBeforeCall,
 		decidedAtTheInstant, foreignLease, crossTenantOpen, credentialProfileBound, directProviderCall,
 		sameNameTwoServers, listChangedMidTurn, projectionDeterministic, aliasRoundTrip, grantRevokedMidTurn,
+		approvalRequired, approvalBoundToArguments,
 		staleTokenReconnect, // mcpcol.go
 		contractDriftHeld,   // contractrows.go
 	}

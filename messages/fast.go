@@ -271,13 +271,14 @@ func (m *AckReply) appendMsgpack(b []byte) []byte {
 }
 
 func (m *InvokeRequest) appendMsgpack(b []byte) []byte {
-	b = appendMapLen(b, 3+count(len(m.Args) > 0, m.TimeoutMs != 0, m.RequestID != "", m.Profile != ""))
+	b = appendMapLen(b, 3+count(len(m.Args) > 0, m.TimeoutMs != 0, m.RequestID != "", m.Profile != "", m.Approval != ""))
 	b = m.Access.appendMsgpack(appendStr(appendV(b, m.V), "access"))
 	b = appendStr(appendStr(b, "tool"), m.Tool)
 	b = appendOptBin(b, "args", m.Args)
 	b = appendTimeout(b, m.TimeoutMs)
 	b = appendOptStr(b, "request_id", m.RequestID)
-	return appendOptStr(b, "profile", m.Profile)
+	b = appendOptStr(b, "profile", m.Profile)
+	return appendOptStr(b, "approval", m.Approval)
 }
 
 func (m *InvokeReply) appendMsgpack(b []byte) []byte {
@@ -736,7 +737,7 @@ func (m *AckReply) decodeMsgpack(b []byte) bool {
 }
 
 func (m *InvokeRequest) decodeMsgpack(b []byte) bool {
-	zero := m.V == 0 && zeroAccess(&m.Access) && m.Tool == "" && m.Args == nil && m.TimeoutMs == 0 && m.RequestID == "" && m.Profile == ""
+	zero := m.V == 0 && zeroAccess(&m.Access) && m.Tool == "" && m.Args == nil && m.TimeoutMs == 0 && m.RequestID == "" && m.Profile == "" && m.Approval == ""
 	return decodeInto(m, zero, b, func(r *reader, v *InvokeRequest, k []byte) (bit uint, ok bool) {
 		switch string(k) {
 		case "v":
@@ -760,6 +761,9 @@ func (m *InvokeRequest) decodeMsgpack(b []byte) bool {
 		case "profile":
 			bit = 6
 			v.Profile, ok = r.str()
+		case "approval":
+			bit = 7
+			v.Approval, ok = r.str()
 		}
 		return bit, ok
 	})

@@ -6,6 +6,7 @@ import (
 
 	"github.com/vmihailenco/msgpack/v5"
 
+	"github.com/sharedos/sharedos/approval"
 	"github.com/sharedos/sharedos/authority"
 	"github.com/sharedos/sharedos/reason"
 )
@@ -283,6 +284,12 @@ type InvokeRequest struct {
 	// profile showed in this turn (ModelTool.Name); a name it never
 	// showed is unknown_tool.
 	Profile string `msgpack:"profile,omitempty"`
+	// Approval names the approval the call runs on: the id an
+	// approval_required reply carried (InvokeReply.Approval), once an
+	// approver approved it. A call made again in its turn with exactly
+	// the arguments it was refused with finds its approval without it
+	// (docs/approvals.md). At most 128 bytes.
+	Approval string `msgpack:"approval,omitempty"`
 }
 
 // InvokeReply answers invoke.
@@ -307,6 +314,59 @@ type InvokeReply struct {
 	// sent them, and Text is empty; a result of one plain text block is
 	// carried as Text alone.
 	Content []Content `msgpack:"content,omitempty"`
+	// Approval, on approval_required and approval_denied, is the approval
+	// request: its id, expiry and exactly what is to be approved.
+	Approval *Approval `msgpack:"approval,omitempty"`
+}
+
+// Approval is an approval request on the wire: the one call an approver
+// is asked to approve, and where it stands.
+type Approval struct {
+	ID     string `msgpack:"id"`
+	Status string `msgpack:"status"`
+	// The call: its tenant, principal, turn and call id; the tool's
+	// identity, turn alias and revision; the turn's catalogHash; the
+	// argument bytes exactly and their SHA-256.
+	Tenant      string `msgpack:"tenant"`
+	Principal   string `msgpack:"principal"`
+	Turn        string `msgpack:"turn"`
+	CallID      string `msgpack:"call"`
+	Provider    string `msgpack:"provider"`
+	Tool        string `msgpack:"tool"`
+	Alias       string `msgpack:"alias"`
+	Revision    string `msgpack:"revision"`
+	CatalogHash string `msgpack:"catalog_hash"`
+	Args        []byte `msgpack:"args"`
+	ArgsHash    string `msgpack:"args_sha256"`
+	Rule        string `msgpack:"rule"`
+	// RequestedAtMs and ExpiresAtMs are Unix milliseconds.
+	RequestedAtMs int64 `msgpack:"requested_at_ms"`
+	ExpiresAtMs   int64 `msgpack:"expires_at_ms"`
+	// DecidedBy and Reason, once decided.
+	DecidedBy string `msgpack:"decided_by,omitempty"`
+	Reason    string `msgpack:"reason,omitempty"`
+}
+
+// ApprovalOf is st on the wire (nil for nil).
+func ApprovalOf(st *approval.State) *Approval {
+	if st == nil {
+		return nil
+	}
+	return &Approval{ID: st.ID, Status: string(st.Status), Tenant: st.Tenant, Principal: st.Principal, Turn: st.Turn, CallID: st.CallID,
+		Provider: st.Provider, Tool: st.Tool, Alias: st.Alias, Revision: st.Revision, CatalogHash: st.CatalogHash,
+		Args: st.Arguments, ArgsHash: st.ArgsHash, Rule: st.Rule, RequestedAtMs: st.RequestedAt.UnixMilli(), ExpiresAtMs: st.ExpiresAt.UnixMilli(),
+		DecidedBy: st.DecidedBy, Reason: st.Reason}
+}
+
+// State is a as an approval state (nil for nil).
+func (a *Approval) State() *approval.State {
+	if a == nil {
+		return nil
+	}
+	return &approval.State{Request: approval.Request{ID: a.ID, Tenant: a.Tenant, Principal: a.Principal, Turn: a.Turn, CallID: a.CallID,
+		Provider: a.Provider, Tool: a.Tool, Alias: a.Alias, Revision: a.Revision, CatalogHash: a.CatalogHash,
+		Arguments: a.Args, ArgsHash: a.ArgsHash, Rule: a.Rule, RequestedAt: time.UnixMilli(a.RequestedAtMs).UTC(), ExpiresAt: time.UnixMilli(a.ExpiresAtMs).UTC()},
+		Status: approval.Status(a.Status), DecidedBy: a.DecidedBy, Reason: a.Reason}
 }
 
 // CloseRequest releases a lease: LeaseID, or Access.Lease when LeaseID is
@@ -350,7 +410,7 @@ func Encode(m Message) ([]byte, error) {
 func hasContent(m Message) bool {
 	switch m := m.(type) {
 	case *InvokeReply:
-		return len(m.Content) > 0
+		return len(m.Content) > 0 || m.Approval != nil
 	case *ProviderInvokeReply:
 		return len(m.Content) > 0
 	}

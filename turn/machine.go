@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/sharedos/sharedos/approval"
 	"github.com/sharedos/sharedos/audit"
 	"github.com/sharedos/sharedos/authority"
 	"github.com/sharedos/sharedos/catalog"
@@ -36,6 +37,9 @@ type Config struct {
 	// and profile, across turns (safe for concurrent use); nil translates
 	// every tool each time.
 	Projections *projection.Cache
+	// Approvals are the approval rules in force (live: each decision
+	// reads them at its instant); nil names no call.
+	Approvals *approval.Live
 }
 
 // Switches each disable one mechanism so the conformance suite can show
@@ -87,6 +91,12 @@ type Switches struct {
 	// signed execution grant (not a kernel mechanism: the provider SDK's,
 	// which the remote-provider column switches off with it).
 	NoGrantCheck bool
+	// NoApprovals ignores the approval rules: a call they name runs
+	// without an approver's approval.
+	NoApprovals bool
+	// NoApprovalBinding takes any approved approval for any call that
+	// needs one, whatever call it was given for, and however often.
+	NoApprovalBinding bool
 }
 
 type phase int
@@ -120,6 +130,11 @@ type Machine struct {
 
 	// shows is what the turn has shown each model profile (projection.go).
 	shows map[projection.Profile]*profileShow
+
+	// requests are the approval requests this turn made, by the call
+	// they are for (approvalKey); used the approvals its calls used.
+	requests map[string]string
+	used     map[string]bool
 }
 
 type inFlight struct {
@@ -435,6 +450,13 @@ type Invocation struct {
 	// model profile (Project); it is resolved to the tool it was shown
 	// for, and a name the turn never showed is unknown_tool.
 	Profile projection.Profile
+	// ApprovalID names the approval the caller presents ("" for none).
+	ApprovalID string
+	// Approval is the presented approval (ApprovalID, or the request this
+	// turn made for exactly this call: ApprovalFor) as the shell read it
+	// from the store, at revision ApprovalRev; nil when there is none.
+	Approval    *approval.State
+	ApprovalRev uint64
 }
 
 // Decision is what Decide concluded. When Err is nil the call is allowed
@@ -446,6 +468,16 @@ type Decision struct {
 	Resource string
 	Grant    string
 	Err      *reason.Error
+	// Request, on approval_required, is the approval request the caller
+	// is told of; NewRequest says the shell must store it (durably,
+	// before the caller is answered) and record ApprovalRequested.
+	Request    *approval.Request
+	NewRequest bool
+	// Approval, on an allowed call an approval rule names, is the
+	// approval it runs on: the shell consumes it at ApprovalRev (Store.Use)
+	// before the tool runs, and the call does not run if that fails.
+	Approval    *approval.State
+	ApprovalRev uint64
 }
 
 // Decide decides a call at now against the held registry and live authority.
@@ -531,10 +563,119 @@ func (m *Machine) decide(now time.Time, inv Invocation, d *Decision) *reason.Err
 	if !m.cfg.Switches.NoStepCeiling && m.steps >= m.cfg.StepCeiling {
 		return reason.New(reason.StepCeilingExceeded, "turn used its %d steps", m.cfg.StepCeiling)
 	}
+	if err := m.approve(now, inv, tool, d); err != nil {
+		return err
+	}
 	if m.cfg.MaxInFlight > 0 && len(m.inFlight) >= m.cfg.MaxInFlight {
 		return reason.New(reason.Overloaded, "%d calls in flight in this turn", len(m.inFlight))
 	}
 	return nil
+}
+
+// approvalKey names one call exactly: the tool's identity and revision
+// and the hash of the argument bytes.
+func approvalKey(t *catalog.Tool, args []byte) string {
+	return t.Identity.Provider + "\x00" + t.Identity.Name + "\x00" + t.Revision + "\x00" + argsHash(args)
+}
+
+// ApprovalFor is the approval the shell must read from the store before
+// inv is decided: the one inv names, else the request this turn made for
+// exactly this call (same tool, revision and argument bytes), so a call
+// made again after its approval runs without naming it. "" for none.
+func (m *Machine) ApprovalFor(inv Invocation) string {
+	if inv.ApprovalID != "" || m.registry == nil || len(m.requests) == 0 {
+		return inv.ApprovalID
+	}
+	if inv.Profile != "" {
+		alias, ok := m.shownAlias(inv.Profile, inv.Alias)
+		if !ok {
+			return ""
+		}
+		inv.Alias = alias
+	}
+	t, ok := m.registry.Lookup(inv.Alias)
+	if !ok {
+		return ""
+	}
+	return m.requests[approvalKey(t, inv.Arguments)]
+}
+
+// ForgetRequest drops a request the shell could not store: the next
+// identical call asks again.
+func (m *Machine) ForgetRequest(id string) {
+	for k, v := range m.requests {
+		if v == id {
+			delete(m.requests, k)
+		}
+	}
+}
+
+// approve decides what an approval rule naming the call requires: an
+// approval in force for exactly this call, unused in this turn — or it
+// refuses approval_required with the request to approve (a new one, or
+// the one still pending for this call).
+func (m *Machine) approve(now time.Time, inv Invocation, tool *catalog.Tool, d *Decision) *reason.Error {
+	if m.cfg.Switches.NoApprovals {
+		return nil
+	}
+	rule, ok := m.cfg.Approvals.Rules().Match(approval.Subject{Tenant: m.access.Tenant, Provider: tool.Identity.Provider,
+		Tool: tool.Identity.Name, Capability: tool.Capability, Annotations: tool.Annotations})
+	if !ok {
+		return nil
+	}
+	if m.cfg.OneOperation {
+		return reason.New(reason.ApprovalRequired, "rule %s needs an approver's approval for %s, and an approval is bound to its turn: call it in an open turn", rule.Name, tool.Identity)
+	}
+	st := inv.Approval
+	if st != nil && inv.ApprovalID == "" && st.Status != approval.Denied && (st.Status == approval.Used || st.Expired(now)) {
+		// The request this turn made for this call was used, or lapsed:
+		// the same call again asks anew.
+		st = nil
+	}
+	if st != nil {
+		if m.cfg.Switches.NoApprovalBinding {
+			if st.Status == approval.Approved || st.Status == approval.Used {
+				d.Approval, d.ApprovalRev = st, inv.ApprovalRev
+				return nil
+			}
+		}
+		call := approval.Call{Tenant: m.access.Tenant, Principal: m.access.Principal, Turn: m.access.TurnID,
+			Provider: tool.Identity.Provider, Tool: tool.Identity.Name, Revision: tool.Revision, CatalogHash: m.registry.Hash(), Arguments: inv.Arguments}
+		if err := approval.Check(*st, call, now); err != nil {
+			if err.Code == reason.ApprovalRequired || err.Code == reason.ApprovalDenied {
+				req := st.Request
+				d.Request = &req
+			}
+			return err
+		}
+		if m.used[st.ID] {
+			return reason.New(reason.ApprovalInvalid, "approval %s was used by an earlier call of this turn", st.ID)
+		}
+		if m.used == nil {
+			m.used = map[string]bool{}
+		}
+		m.used[st.ID] = true
+		delete(m.requests, approvalKey(tool, inv.Arguments))
+		d.Approval, d.ApprovalRev = st, inv.ApprovalRev
+		return nil
+	}
+	if inv.ApprovalID != "" {
+		return reason.New(reason.ApprovalInvalid, "no approval %s (never requested, or expired and dropped)", inv.ApprovalID)
+	}
+	req := &approval.Request{
+		ID: "apr-" + m.cfg.Incarnation + "-" + d.CallID, Tenant: m.access.Tenant, Principal: m.access.Principal,
+		CredentialProfile: m.access.CredentialProfile, Caller: m.access.Caller, Turn: m.access.TurnID, CallID: d.CallID,
+		Provider: tool.Identity.Provider, Tool: tool.Identity.Name, Alias: d.Alias, Revision: tool.Revision, CatalogHash: m.registry.Hash(),
+		Arguments: slices.Clone([]byte(inv.Arguments)), ArgsHash: argsHash(inv.Arguments), Rule: rule.Name, SeparateDuties: rule.SeparateDuties,
+		RequestedAt: now.UTC(), ExpiresAt: now.Add(rule.Expiry).UTC(),
+	}
+	if m.requests == nil {
+		m.requests = map[string]string{}
+	}
+	m.requests[approvalKey(tool, inv.Arguments)] = req.ID
+	d.Request, d.NewRequest = req, true
+	return reason.New(reason.ApprovalRequired, "rule %s needs an approver's approval for this call of %s: request %s, until %s",
+		rule.Name, tool.Identity, req.ID, req.ExpiresAt.Format(time.RFC3339))
 }
 
 // policyInForce refuses a decision the turn's live policy cannot support

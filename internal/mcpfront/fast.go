@@ -508,7 +508,7 @@ func (f *Front) answerFast(w http.ResponseWriter, r *http.Request, e *turnEntry,
 		}
 	} else {
 		var res *mcp.CallToolResult
-		if res, err = f.callTool(ctx, e, info, req.name, req.args); err == nil {
+		if res, err = f.callTool(ctx, e, info, req.name, req.args, ""); err == nil {
 			if req.modern {
 				annotate(&res.Meta)
 				markComplete(res)

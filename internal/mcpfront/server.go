@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -27,6 +28,11 @@ const (
 	// resolution did not get whole (a []Degraded): absent when it got
 	// every one.
 	MetaDegraded = "io.sharedos/degraded"
+	// MetaApproval, on a tools/call's _meta, names the approval the call
+	// runs on (a string: the request id an approval_required result
+	// carried). It is optional: the same call made again in its turn with
+	// the same argument bytes finds its approval without it.
+	MetaApproval = "io.sharedos/approval"
 )
 
 // Degraded is one provider the turn's resolution did not get whole:
@@ -130,7 +136,8 @@ func (f *Front) list(ctx context.Context, e *turnEntry, req *mcp.ListToolsReques
 }
 
 func (f *Front) call(ctx context.Context, e *turnEntry, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	res, err := f.callTool(ctx, e, extraToken(req.Extra), req.Params.Name, req.Params.Arguments)
+	approval, _ := req.Params.GetMeta()[MetaApproval].(string)
+	res, err := f.callTool(ctx, e, extraToken(req.Extra), req.Params.Name, req.Params.Arguments, approval)
 	if err == nil && needsResultType(requestVersion(req)) {
 		markComplete(res)
 	}
@@ -156,7 +163,7 @@ func requestVersion(req *mcp.CallToolRequest) string {
 
 // callTool is a tools/call of name with arguments by the bearer of the
 // verified token ti: call's work, for the SDK's path and the fast path.
-func (f *Front) callTool(ctx context.Context, e *turnEntry, ti *auth.TokenInfo, name string, arguments json.RawMessage) (*mcp.CallToolResult, error) {
+func (f *Front) callTool(ctx context.Context, e *turnEntry, ti *auth.TokenInfo, name string, arguments json.RawMessage, approval string) (*mcp.CallToolResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, f.opts.RequestTimeout)
 	defer cancel()
 	access, err := f.tokenAccess(e, ti)
@@ -167,7 +174,7 @@ func (f *Front) callTool(ctx context.Context, e *turnEntry, ti *auth.TokenInfo, 
 	if len(args) == 0 || string(args) == "null" {
 		args = []byte("{}")
 	}
-	res, err := f.k.Invoke(ctx, access, name, args)
+	res, err := f.k.InvokeWith(ctx, access, name, args, actors.CallOptions{Approval: approval})
 	if err != nil {
 		f.noteRefusal(e, err)
 		if reason.Of(err) == reason.UnknownTool {
@@ -197,6 +204,27 @@ type Refusal struct {
 	// Dispatched says whether the call reached its provider (absent when
 	// the node cannot tell).
 	Dispatched *bool `json:"dispatched,omitempty"`
+	// Approval, on approval_required and approval_denied, is the approval
+	// request: once an approver approves it, the same call (or one naming
+	// it in _meta MetaApproval) runs once.
+	Approval *ApprovalRequest `json:"approval,omitempty"`
+}
+
+// ApprovalRequest is what an approver is asked to approve: exactly one
+// call of this turn.
+type ApprovalRequest struct {
+	ID          string    `json:"id"`
+	Status      string    `json:"status"`
+	ExpiresAt   time.Time `json:"expiresAt"`
+	Provider    string    `json:"provider"`
+	Tool        string    `json:"tool"`
+	Revision    string    `json:"revision"`
+	ArgsHash    string    `json:"argsSha256"`
+	Principal   string    `json:"principal"`
+	Turn        string    `json:"turn"`
+	CatalogHash string    `json:"catalogHash"`
+	DecidedBy   string    `json:"decidedBy,omitempty"`
+	Reason      string    `json:"reason,omitempty"`
 }
 
 // refusal is a call the turn refused or that failed: an MCP tool error
@@ -214,6 +242,11 @@ func refusal(err error) *mcp.CallToolResult {
 		if ce.Dispatch != actors.DispatchUnknown {
 			d := ce.Dispatch == actors.Dispatched
 			r.Dispatched = &d
+		}
+		if a := ce.Approval; a != nil {
+			r.Approval = &ApprovalRequest{ID: a.ID, Status: string(a.Status), ExpiresAt: a.ExpiresAt, Provider: a.Provider, Tool: a.Tool,
+				Revision: a.Revision, ArgsHash: a.ArgsHash, Principal: a.Principal, Turn: a.Turn, CatalogHash: a.CatalogHash,
+				DecidedBy: a.DecidedBy, Reason: a.Reason}
 		}
 	}
 	return &mcp.CallToolResult{

@@ -213,7 +213,7 @@ func (f *Front) invoke(ctx context.Context, data []byte) (messages.Message, erro
 		return nil, err
 	}
 	ctx, span := traceprop.StartExecuteTool(ctx, f.opts.Tracer, req.Tool, traceprop.TransportNATS)
-	res, err := f.k.InvokeAs(ctx, access, req.RequestID, projection.Profile(req.Profile), req.Tool, req.Args)
+	res, err := f.k.InvokeWith(ctx, access, req.Tool, req.Args, actors.CallOptions{RequestID: req.RequestID, Profile: projection.Profile(req.Profile), Approval: req.Approval})
 	endExecuteTool(span, f.opts.CaptureContent, req.Args, res, err)
 	if err != nil {
 		var ce *actors.CallError
@@ -221,7 +221,8 @@ func (f *Front) invoke(ctx context.Context, data []byte) (messages.Message, erro
 			return nil, err
 		}
 		// A refusal or failure the turn recorded: say which call it was.
-		rep := &messages.InvokeReply{V: messages.Version, Error: messages.ErrorOf(ce.Err), CallID: ce.CallID, CatalogHash: ce.CatalogHash, Alias: req.Tool}
+		rep := &messages.InvokeReply{V: messages.Version, Error: messages.ErrorOf(ce.Err), CallID: ce.CallID, CatalogHash: ce.CatalogHash, Alias: req.Tool,
+			Approval: messages.ApprovalOf(ce.Approval)}
 		if ce.Dispatch != actors.DispatchUnknown {
 			d := ce.Dispatch == actors.Dispatched
 			rep.Dispatched = &d
