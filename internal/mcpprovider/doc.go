@@ -37,4 +37,9 @@
 //     variable named in the config, sent only to their own server, never
 //     logged, put in errors, statuses or audit, nor inherited by another
 //     server's child process.
+//   - An OAuth profile (Credential.OAuth; internal/oauth) sends the access
+//     token of its grant — the profile's, or the principal's — on each
+//     request; the grant's identity is part of the cache key, so a
+//     re-authorization or a change of scopes re-discovers; a grant that
+//     cannot be used is auth_required and serves no tool (oauth.go).
 package mcpprovider
