@@ -87,6 +87,19 @@ func TestConsoleInABrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rt.Close()
+	// Two finished turns before the open one: the chain has closed turns.
+	for range 2 {
+		done, err := client.New(rt, nil).Open(ctx, client.Access{Tenant: "acme", Principal: "bob", Namespaces: []string{"notes"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := done.ListTools(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := done.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
 	acme, err := client.New(rt, nil).Open(ctx, client.Access{Tenant: "acme", Principal: "ada", Namespaces: []string{"text", "scratchpad", "notes"}})
 	if err != nil {
 		t.Fatal(err)
@@ -206,7 +219,31 @@ func TestConsoleInABrowser(t *testing.T) {
 		if !strings.Contains(page, "text_stats") {
 			t.Fatalf("the held catalogue lacks text_stats:\n%s", page)
 		}
+		if got := text(t, admin, "#trail-status"); !strings.HasPrefix(got, "Chain intact") {
+			t.Fatalf("the turn's trail: %q", got)
+		}
+		if !strings.Contains(page, "tool.invoked") || !strings.Contains(page, "text_stats allow") {
+			t.Fatalf("the timeline lacks the call:\n%s", page)
+		}
 		shot(t, admin, "turn")
+	})
+	t.Run("audit: verify a tenant", func(t *testing.T) {
+		visit(t, admin, base+"audit")
+		if err := chromedp.Do(admin,
+			chromedp.SetValue(chromedp.CSS("#tenant"), "acme"),
+			chromedp.Click(chromedp.CSS("#verify")),
+			chromedp.WaitVisible(chromedp.CSS("#verdict")),
+		); err != nil {
+			t.Fatal(err)
+		}
+		if got := text(t, admin, "#verdict"); !strings.HasPrefix(got, "Verified") {
+			t.Fatalf("verdict %q", got)
+		}
+		bars, err := chromedp.Run(admin, chromedp.Evaluate[int](`document.querySelectorAll('.chain svg g.turn').length`))
+		if err != nil || bars < 1 {
+			t.Fatalf("the chain picture draws %d turns (%v)", bars, err)
+		}
+		shot(t, admin, "audit")
 	})
 	t.Run("no inline script runs", func(t *testing.T) {
 		// Script injected into the page (as an XSS would) is refused by

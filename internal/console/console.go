@@ -151,6 +151,7 @@ type viewer struct {
 	ID      *identity.Identity
 	session *session
 	cookie  string
+	audit   bool
 }
 
 // Tenant reports whether the viewer may see tenant's data.
@@ -163,6 +164,9 @@ func (v *viewer) AllTenants() bool { return v.ID.Role == identity.Admin || v.ID.
 
 // MayVerify: verifying an audit chain is for admins and audit readers.
 func (v *viewer) MayVerify() bool { return v.ID.Role == identity.Admin || v.ID.Role == identity.Audit }
+
+// Audit: the node gives the console its audit trail.
+func (v *viewer) Audit() bool { return v.audit }
 
 // CSRF is the token every form of the session carries.
 func (v *viewer) CSRF() string { return v.session.csrf }
@@ -203,6 +207,10 @@ func (c *Console) routes() {
 	m.HandleFunc("GET "+Path+"providers", c.page(c.providersPage))
 	m.HandleFunc("GET "+Path+"turns", c.page(c.turnsPage))
 	m.HandleFunc("GET "+Path+"turns/{id}", c.page(c.turnPage))
+	if c.auditor() != nil {
+		m.HandleFunc("GET "+Path+"audit", c.page(c.auditPage))
+		m.HandleFunc("POST "+Path+"audit/verify", c.action(c.verifyAction))
+	}
 	m.HandleFunc(Path, func(w http.ResponseWriter, r *http.Request) {
 		headers(w)
 		noStore(w)
@@ -255,7 +263,7 @@ func (c *Console) signedIn(r *http.Request) *viewer {
 		c.sessions.end(ck.Value) // removed from the policy: signed out
 		return nil
 	}
-	return &viewer{ID: id, session: ss, cookie: ck.Value}
+	return &viewer{ID: id, session: ss, cookie: ck.Value, audit: c.auditor() != nil}
 }
 
 // page wraps a GET handler: headers, no caching, a signed-in viewer.

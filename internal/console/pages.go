@@ -17,7 +17,7 @@ import (
 )
 
 // pageNames are the templates, each rendered inside layout.html.
-var pageNames = []string{"error", "signedout", "providers", "turns", "turn"}
+var pageNames = []string{"error", "signedout", "providers", "turns", "turn", "audit"}
 
 func (c *Console) parseTemplates() error {
 	funcs := template.FuncMap{
@@ -268,7 +268,8 @@ func (c *Console) turnsPage(w http.ResponseWriter, r *http.Request, v *viewer) {
 }
 
 type turnPage struct {
-	Turn actors.TurnView
+	Turn  actors.TurnView
+	Trail *trailView // nil: the node gave the console no audit trail
 }
 
 func (c *Console) turnPage(w http.ResponseWriter, r *http.Request, v *viewer) {
@@ -285,5 +286,5 @@ func (c *Console) turnPage(w http.ResponseWriter, r *http.Request, v *viewer) {
 		c.render(w, status, "error", v, errorPage{Title: "No such turn", Message: msg})
 		return
 	}
-	c.render(w, http.StatusOK, "turn", v, turnPage{Turn: t})
+	c.render(w, http.StatusOK, "turn", v, turnPage{Turn: t, Trail: c.trail(r.Context(), t.Tenant, t.TurnID)})
 }

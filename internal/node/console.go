@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/sharedos/sharedos/actors"
+	"github.com/sharedos/sharedos/audit"
+	"github.com/sharedos/sharedos/internal/auditstore"
 	"github.com/sharedos/sharedos/internal/console"
 	"github.com/sharedos/sharedos/internal/identity"
 	"github.com/sharedos/sharedos/internal/mcpprovider"
@@ -39,6 +41,13 @@ func (s consoleSource) Turns(ctx context.Context, tenant func(string) bool) ([]a
 
 func (s consoleSource) Turn(ctx context.Context, id string) (actors.TurnView, error) {
 	return s.n.kernel.Inspect(ctx, id)
+}
+
+// Trail reads the audit stream on the node's own connection (the nodes'
+// account reads all of it): tenant's segments, or everything.
+func (s consoleSource) Trail(ctx context.Context, tenant string, fn func([]byte, *audit.Event) error) error {
+	return auditstore.ReadAll(ctx, s.n.nc, auditstore.TailOptions{Prefix: s.n.cfg.NATS.Prefix, Stream: s.n.cfg.Audit.Stream,
+		Filter: auditstore.TailFilter{Tenant: tenant}}, fn)
 }
 
 // Providers are the providers the node runs now (the policy's, as
