@@ -215,8 +215,11 @@ func ServerConfig(bus Bus, ids []Identity, keys Keys) (string, error) {
 }
 
 // ApproverSubjects are the subjects an approver sends requests on: the
-// approvals service's, "<prefix>.approvals.<op>".
-func ApproverSubjects(prefix string) []string { return []string{prefix + ".approvals.>"} }
+// approvals service's, "<prefix>.approvals.<op>", and contract review's,
+// "<prefix>.contracts.<op>".
+func ApproverSubjects(prefix string) []string {
+	return []string{prefix + ".approvals.>", prefix + ".contracts.>"}
+}
 
 // ApprovalAnnouncement is the subject new approval requests of tenant
 // are announced on.

@@ -106,6 +106,8 @@ type Node struct {
 	view      *policy.View
 	live      *authority.Live
 	policySvc *policy.Service
+	// ctr: contract baselines and their review (internal/node/contracts.go).
+	ctr nodeContracts
 	// fileCfg is the configuration as the file gave it (whose policy
 	// sections a change replaces with the store's: Document.Apply); accounts
 	// the bus configuration the embedded server serves; identityMu
@@ -249,6 +251,9 @@ func Start(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err 
 	}
 	n.noteProviders(cfg, ps, opts)
 	ps = append(ps, opts.Providers...)
+	if err := n.openContracts(ctx); err != nil {
+		return nil, err
+	}
 	var kernelRef atomic.Pointer[actors.Kernel]
 	n.metrics = newMetrics(openTurnsGauge(func(ctx context.Context) (int, error) {
 		if k := kernelRef.Load(); k != nil {
@@ -267,6 +272,7 @@ func Start(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err 
 		CallRate:    actors.RateLimit(cfg.Kernel.CallRate.Limit()),
 		IdleTimeout: time.Duration(cfg.Kernel.IdleTimeout), ResolveTimeout: time.Duration(cfg.Kernel.ResolveTimeout),
 		CallTimeout: time.Duration(cfg.Kernel.CallTimeout), Logger: n.log,
+		Contracts:     n.ctr.gate,
 		MaxReplyBytes: n.MaxPayload() - ReplyHeadroom,
 	})
 	if err != nil {
@@ -294,6 +300,9 @@ func Start(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err 
 		return nil, err
 	}
 	if err := n.servePolicy(); err != nil {
+		return nil, err
+	}
+	if err := n.serveContracts(); err != nil {
 		return nil, err
 	}
 	if err := n.serveHTTP(); err != nil {
@@ -634,6 +643,7 @@ func (n *Node) Shutdown(ctx context.Context) error {
 		if n.policySvc != nil {
 			n.policySvc.Stop()
 		}
+		n.stopContracts()
 		if f := n.mcpFront.Load(); f != nil {
 			errs = append(errs, f.Close())
 		}
