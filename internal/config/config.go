@@ -603,10 +603,45 @@ var (
 	prefixPattern = regexp.MustCompile(`^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$`)
 )
 
-// Validate reports the first thing wrong, naming where.
+// problems collects what Validate finds: one call per problem, naming
+// where it is.
+type problems = func(format string, args ...any)
+
+// Validate reports everything wrong with c, each problem naming where
+// (all of them, joined: errors.Join). Each section checks itself; the
+// checks that relate sections (credentials named by identities and
+// providers, the audit bounds that follow nats and kernel) say so.
 func (c *Config) Validate() error {
 	var errs []error
 	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf("config: "+format, args...)) }
+	c.validateNode(add)
+	c.validateNATS(add)
+	if err := c.Tracing.Validate(); err != nil {
+		add("%v", err)
+	}
+	c.Audit.validate(add, c.NATS, c.Kernel)
+	for _, p := range c.tenantProblems() {
+		add("%s", p)
+	}
+	c.validateIdentities(add)
+	c.validateCluster(add)
+	c.Kernel.validate(add)
+	if err := c.MCP.Bounds().Validate(); err != nil {
+		add("mcp: %v", err)
+	}
+	c.Policy.validate(add)
+	if _, err := approval.NewRules(ApprovalSpecs(c.Approvals)); err != nil {
+		add("approvals: %v", err)
+	}
+	principals := c.validatePrincipals(add)
+	profiles := c.validateCredentialProfiles(add, principals)
+	c.validateIdentityCredentials(add, profiles)
+	c.validateProviders(add, profiles)
+	return errors.Join(errs...)
+}
+
+// validateNode checks node (and nats.prefix, the node's subject prefix).
+func (c *Config) validateNode(add problems) {
 	if !idPattern.MatchString(c.Node.ID) {
 		add("node.id %q must match %s (no dots: it is a subject token)", c.Node.ID, idPattern)
 	}
@@ -621,63 +656,71 @@ func (c *Config) Validate() error {
 			add("node.mcp_url is set but node.http is off: the MCP front is served on the HTTP listener")
 		}
 	}
-	if err := c.Tracing.Validate(); err != nil {
-		add("%v", err)
-	}
-	switch c.Audit.Durability {
-	case "acked", "async":
-	default:
-		add("audit.durability %q must be acked or async", c.Audit.Durability)
-	}
-	if c.Audit.CheckpointInterval < 0 {
-		add("audit.checkpoint_interval must not be negative")
-	}
-	if m := c.Audit.SegmentMaxBytes; m != 0 && (m < auditstore.MinSegmentBytes || m > c.NATS.MaxMessageBytes-1<<10) {
-		add("audit.segment_max_bytes %d must be between %d and nats.max_message_bytes less 1024 (%d)", m, auditstore.MinSegmentBytes, c.NATS.MaxMessageBytes-1<<10)
-	}
-	if w := c.Audit.SegmentMaxWait; w < 0 || w > Duration(time.Second) {
-		add("audit.segment_max_wait %s must be between 0 and 1s", time.Duration(w))
-	}
-	if c.Audit.MaxPending < 0 {
-		add("audit.max_pending must not be negative")
-	}
 	if c.Node.DrainTimeout < 0 {
 		add("node.drain_timeout must not be negative (0: no wait)")
 	}
-	if a, r := c.Audit.AckTimeout, c.Audit.RetryWindow; a < Duration(100*time.Millisecond) || a > r {
-		add("audit.ack_timeout %s must be at least 100ms and at most audit.retry_window (%s)", time.Duration(a), time.Duration(r))
+	if n := c.Node; n.HTTPReadHeaderTimeout < 0 || n.HTTPReadTimeout < 0 || n.HTTPWriteTimeout < 0 || n.HTTPIdleTimeout < 0 || n.HTTPMaxHeaderBytes < 0 || n.HTTPMaxConnections < 0 {
+		add("node.http_* timeouts and bounds must not be negative")
 	}
-	if r := c.Audit.RetryWindow; r >= c.Kernel.CallTimeout {
-		add("audit.retry_window %s must be below kernel.call_timeout (%s): a call in acked mode waits through it", time.Duration(r), time.Duration(c.Kernel.CallTimeout))
-	}
-	if r := c.Audit.Replicas; r < 1 || r > 5 {
-		add("audit.replicas %d must be between 1 and 5 (JetStream's most; odd, so that a majority survives)", r)
-	}
-	if c.Audit.MaxBytes < 0 {
-		add("audit.max_bytes must not be negative (0: unlimited)")
-	}
-	if w := c.Audit.DuplicateWindow; w < Duration(time.Second) || c.Audit.MaxAge > 0 && w > c.Audit.MaxAge {
-		add("audit.duplicate_window %s must be at least 1s and at most audit.max_age", time.Duration(w))
-	}
-	for _, p := range c.tenantProblems() {
-		add("%s", p)
-	}
-	if _, err := c.Audit.SyncInterval(); err != nil {
-		add("%v", err)
-	}
-	if _, err := c.IdentitySet(); err != nil {
-		add("identities: %v", err)
-	}
-	for i, id := range c.Identities {
-		for _, r := range []Rate{id.OpenRate, id.CallRate} {
-			if r.PerSecond < 0 || r.Burst < 0 || (r.PerSecond > 0) != (r.Burst > 0) {
-				add("identities[%d] (%s): a rate's per_second and burst are both positive (a limit) or both 0 (none)", i, id.Name)
+}
+
+// validateNATS checks nats: the bus this node joins.
+func (c *Config) validateNATS(add problems) {
+	if len(c.NATS.URLs) > 0 && c.NATS.Credentials == "" {
+		for _, u := range c.NATS.URLs {
+			if !loopbackURL(u) {
+				add("nats.urls: %s is not on this machine and nats.credentials is empty: a node connects to a shared bus only as an authenticated identity (docs/security.md)", u)
+				break
 			}
 		}
-		if id.Role != string(identity.Runtime) && (id.OpenRate != Rate{} || id.CallRate != Rate{}) {
-			add("identities[%d] (%s): rates limit runtime identities only", i, id.Name)
-		}
 	}
+	if m := c.NATS.MaxMessageBytes; m < MinMessageBytes || m > MaxMessageBytes {
+		add("nats.max_message_bytes %d must be between %d (64 KiB) and %d (64 MiB, the most NATS allows)", m, MinMessageBytes, MaxMessageBytes)
+	}
+}
+
+// validate checks audit; segment_max_bytes follows nats.max_message_bytes
+// and retry_window must be below kernel.call_timeout.
+func (a Audit) validate(add problems, nats NATS, kernel Kernel) {
+	switch a.Durability {
+	case "acked", "async":
+	default:
+		add("audit.durability %q must be acked or async", a.Durability)
+	}
+	if a.CheckpointInterval < 0 {
+		add("audit.checkpoint_interval must not be negative")
+	}
+	if m := a.SegmentMaxBytes; m != 0 && (m < auditstore.MinSegmentBytes || m > nats.MaxMessageBytes-1<<10) {
+		add("audit.segment_max_bytes %d must be between %d and nats.max_message_bytes less 1024 (%d)", m, auditstore.MinSegmentBytes, nats.MaxMessageBytes-1<<10)
+	}
+	if w := a.SegmentMaxWait; w < 0 || w > Duration(time.Second) {
+		add("audit.segment_max_wait %s must be between 0 and 1s", time.Duration(w))
+	}
+	if a.MaxPending < 0 {
+		add("audit.max_pending must not be negative")
+	}
+	if ack, r := a.AckTimeout, a.RetryWindow; ack < Duration(100*time.Millisecond) || ack > r {
+		add("audit.ack_timeout %s must be at least 100ms and at most audit.retry_window (%s)", time.Duration(ack), time.Duration(r))
+	}
+	if r := a.RetryWindow; r >= kernel.CallTimeout {
+		add("audit.retry_window %s must be below kernel.call_timeout (%s): a call in acked mode waits through it", time.Duration(r), time.Duration(kernel.CallTimeout))
+	}
+	if r := a.Replicas; r < 1 || r > 5 {
+		add("audit.replicas %d must be between 1 and 5 (JetStream's most; odd, so that a majority survives)", r)
+	}
+	if a.MaxBytes < 0 {
+		add("audit.max_bytes must not be negative (0: unlimited)")
+	}
+	if w := a.DuplicateWindow; w < Duration(time.Second) || a.MaxAge > 0 && w > a.MaxAge {
+		add("audit.duplicate_window %s must be at least 1s and at most audit.max_age", time.Duration(w))
+	}
+	if _, err := a.SyncInterval(); err != nil {
+		add("%v", err)
+	}
+}
+
+// validateCluster checks cluster: the embedded servers routed together.
+func (c *Config) validateCluster(add problems) {
 	if len(c.Cluster.Nodes) > 0 {
 		if len(c.NATS.URLs) > 0 {
 			add("cluster.nodes describes embedded servers joined by routes; nats.urls an external cluster: use one")
@@ -717,41 +760,29 @@ func (c *Config) Validate() error {
 			}
 		}
 	}
-	if len(c.NATS.URLs) > 0 && c.NATS.Credentials == "" {
-		for _, u := range c.NATS.URLs {
-			if !loopbackURL(u) {
-				add("nats.urls: %s is not on this machine and nats.credentials is empty: a node connects to a shared bus only as an authenticated identity (docs/security.md)", u)
-				break
-			}
-		}
-	}
-	if m := c.NATS.MaxMessageBytes; m < MinMessageBytes || m > MaxMessageBytes {
-		add("nats.max_message_bytes %d must be between %d (64 KiB) and %d (64 MiB, the most NATS allows)", m, MinMessageBytes, MaxMessageBytes)
-	}
-	if n := c.Node; n.HTTPReadHeaderTimeout < 0 || n.HTTPReadTimeout < 0 || n.HTTPWriteTimeout < 0 || n.HTTPIdleTimeout < 0 || n.HTTPMaxHeaderBytes < 0 || n.HTTPMaxConnections < 0 {
-		add("node.http_* timeouts and bounds must not be negative")
-	}
-	if c.Kernel.ResolveTimeout < 0 || c.Kernel.CallTimeout < 0 || c.Kernel.IdleTimeout < 0 {
+}
+
+// validate checks kernel.
+func (k Kernel) validate(add problems) {
+	if k.ResolveTimeout < 0 || k.CallTimeout < 0 || k.IdleTimeout < 0 {
 		add("kernel timeouts must not be negative")
 	}
-	if k := c.Kernel; k.StepCeiling < 0 || k.MaxInFlightPerTurn < 0 || k.MaxTurns < 0 || k.MaxTurnsPerPrincipal < 0 || k.MaxLeasesPerTurn < 0 {
+	if k.StepCeiling < 0 || k.MaxInFlightPerTurn < 0 || k.MaxTurns < 0 || k.MaxTurnsPerPrincipal < 0 || k.MaxLeasesPerTurn < 0 {
 		add("kernel limits must not be negative")
-	}
-	if err := c.MCP.Bounds().Validate(); err != nil {
-		add("mcp: %v", err)
-	}
-	c.Policy.validate(add)
-	if _, err := approval.NewRules(ApprovalSpecs(c.Approvals)); err != nil {
-		add("approvals: %v", err)
 	}
 	for _, r := range []struct {
 		name string
 		r    Rate
-	}{{"open_rate", c.Kernel.OpenRate}, {"call_rate", c.Kernel.CallRate}} {
+	}{{"open_rate", k.OpenRate}, {"call_rate", k.CallRate}} {
 		if r.r.PerSecond < 0 || r.r.Burst < 0 || (r.r.PerSecond > 0) != (r.r.Burst > 0) {
 			add("kernel.%s: per_second and burst are both positive (a limit) or both 0 (none)", r.name)
 		}
 	}
+}
+
+// validatePrincipals checks principals and returns the (tenant,
+// principal) pairs configured.
+func (c *Config) validatePrincipals(add problems) (principals map[[2]string]bool) {
 	seen := map[[2]string]bool{}
 	for i, p := range c.Principals {
 		if p.Tenant == "" || p.Principal == "" {
@@ -767,6 +798,12 @@ func (c *Config) Validate() error {
 			}
 		}
 	}
+	return seen
+}
+
+// validateCredentialProfiles checks credential_profiles against the
+// principals and returns the (tenant, profile) pairs configured.
+func (c *Config) validateCredentialProfiles(add problems, seen map[[2]string]bool) (profiles map[[2]string]bool) {
 	bound := map[[2]string]bool{}
 	for i, cp := range c.CredentialProfiles {
 		if cp.Tenant == "" || !authority.ProfilePattern.MatchString(cp.Profile) {
@@ -782,6 +819,30 @@ func (c *Config) Validate() error {
 			}
 		}
 	}
+	return bound
+}
+
+// validateIdentities checks identities (their credentials are checked
+// against credential_profiles by validateIdentityCredentials).
+func (c *Config) validateIdentities(add problems) {
+	if _, err := c.IdentitySet(); err != nil {
+		add("identities: %v", err)
+	}
+	for i, id := range c.Identities {
+		for _, r := range []Rate{id.OpenRate, id.CallRate} {
+			if r.PerSecond < 0 || r.Burst < 0 || (r.PerSecond > 0) != (r.Burst > 0) {
+				add("identities[%d] (%s): a rate's per_second and burst are both positive (a limit) or both 0 (none)", i, id.Name)
+			}
+		}
+		if id.Role != string(identity.Runtime) && (id.OpenRate != Rate{} || id.CallRate != Rate{}) {
+			add("identities[%d] (%s): rates limit runtime identities only", i, id.Name)
+		}
+	}
+}
+
+// validateIdentityCredentials checks that the credentials identities name
+// are among credential_profiles (bound).
+func (c *Config) validateIdentityCredentials(add problems, bound map[[2]string]bool) {
 	for i, id := range c.Identities {
 		for _, cr := range id.Credentials {
 			if t, pr, ok := strings.Cut(cr, "/"); ok && !bound[[2]string{t, pr}] {
@@ -789,6 +850,11 @@ func (c *Config) Validate() error {
 			}
 		}
 	}
+}
+
+// validateProviders checks providers; an mcp provider's credentials must
+// be among credential_profiles (bound).
+func (c *Config) validateProviders(add problems, bound map[[2]string]bool) {
 	ids := map[string]bool{}
 	for i, p := range c.Providers {
 		if !idPattern.MatchString(p.ID) {
@@ -844,7 +910,6 @@ func (c *Config) Validate() error {
 			add("providers[%d] (%s): first_use: hold needs drift: hold (an adopting provider reviews nothing)", i, p.ID)
 		}
 	}
-	return errors.Join(errs...)
 }
 
 // checkMCPURL checks a public URL of the MCP front (node.mcp_url).
