@@ -40,6 +40,8 @@ func (e *Env) All() []harness.Scenario {
 		e.SharedOS(NATSProvider, "Go client → node → provider over NATS, audit published async", FloorCompositeProvider, "nats", ToolProvider, AuditAsync),
 		e.FloorComposite(FloorCompositeProviderAckd, true, true),
 		e.SharedOS(NATSProviderAcked, "Go client → node → provider over NATS, audit acked", FloorCompositeProviderAckd, "nats", ToolProvider, AuditAcked),
+		e.Traced(NATSTraced, "as nats, with tracing on at the client and the node, every trace sampled, spans to an in-process OTLP/HTTP receiver", FloorComposite, ToolStatic), // bench/scenarios/traced.go
+		e.Traced(NATSProviderTraced, "as nats-provider, with tracing on at the client, the node and the provider", FloorCompositeProvider, ToolProvider),
 		e.FloorMCP(FloorMCPDirect), e.MCPProviderScenario(MCPProvider, FloorMCPDirect), // bench/scenarios/mcp.go
 		e.FloorMCPFrontHTTP(FloorMCPFront), e.MCPFrontScenario(MCPFront, FloorMCPFront), // bench/scenarios/mcpfront.go
 		e.ModelListingScenario(ModelListing500), // bench/scenarios/listing.go

@@ -10,6 +10,9 @@
 //     the static tool in the node.
 //   - nats-provider: as nats, but the tool is served by a provider (the
 //     provider SDK on its own TCP connection) reached over NATS.
+//   - nats-traced, nats-provider-traced: as nats and nats-provider, with
+//     tracing on at every hop (every trace sampled, spans batched over
+//     OTLP/HTTP to an in-process receiver that decodes them: traced.go).
 //
 // Floors, measured in the same run on the same server:
 //

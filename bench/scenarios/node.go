@@ -20,6 +20,7 @@ import (
 	"github.com/sharedos/sharedos/internal/mcpprovider"
 	"github.com/sharedos/sharedos/internal/natsfront"
 	"github.com/sharedos/sharedos/internal/providers"
+	"github.com/sharedos/sharedos/internal/tracing"
 	"github.com/sharedos/sharedos/provider"
 )
 
@@ -149,6 +150,10 @@ type nodeConfig struct {
 	idleTimeout           time.Duration
 	// sync runs the node on a server that fsyncs every write (Env.server).
 	sync bool
+	// tracing, if set, is the node's trace pipeline (traced.go): the
+	// front, the provider hop, the provider's host and the audit commits
+	// record spans with its tracer.
+	tracing *tracing.Tracing
 }
 
 // startNode assembles a node the way internal/node does, with control
@@ -172,6 +177,7 @@ func (e *Env) startNode(ctx context.Context, cfg nodeConfig) (_ *node, err error
 		stream := "BENCH_" + strings.ToUpper(n.prefix)
 		js, err := auditstore.NewJetStreamSink(ctx, n.nc, auditstore.JetStreamOptions{
 			Prefix: n.prefix, Stream: stream, Durability: cfg.audit, MaxAge: time.Hour, Logger: e.opts.Logger,
+			Tracer: cfg.tracing.Tracer(),
 		})
 		if err != nil {
 			return nil, err
@@ -205,12 +211,14 @@ func (e *Env) startNode(ctx context.Context, cfg nodeConfig) (_ *node, err error
 		}}}
 		host, err := provider.Serve(pc, toolProviderID, provider.ProviderFunc(func(context.Context, provider.Access) ([]provider.Tool, error) {
 			return tools, nil
-		}), &provider.Options{Prefix: n.prefix, TTL: 5 * time.Minute, Scope: "global", TrustedKeys: []ed25519.PublicKey{benchKey.Public().(ed25519.PublicKey)}})
+		}), &provider.Options{Prefix: n.prefix, TTL: 5 * time.Minute, Scope: "global", TrustedKeys: []ed25519.PublicKey{benchKey.Public().(ed25519.PublicKey)},
+			TracerProvider: cfg.tracing.Provider()})
 		if err != nil {
 			return nil, err
 		}
 		n.closer.add(host.Stop)
-		p = providers.NewRemote(n.nc, toolProviderID, n.prefix, providers.WithLogger(e.opts.Logger), providers.WithSigner(benchKey))
+		p = providers.NewRemote(n.nc, toolProviderID, n.prefix, providers.WithLogger(e.opts.Logger), providers.WithSigner(benchKey),
+			providers.WithTracer(cfg.tracing.Tracer()))
 	case toolMCP:
 		url, err := mcpEchoServer(&n.closer)
 		if err != nil {
@@ -248,7 +256,7 @@ func (e *Env) startNode(ctx context.Context, cfg nodeConfig) (_ *node, err error
 	}
 	n.closer.add(n.kernel.Shutdown)
 	if cfg.front {
-		front, err := natsfront.Serve(n.nc, n.kernel, natsfront.Options{Prefix: n.prefix, Logger: e.opts.Logger})
+		front, err := natsfront.Serve(n.nc, n.kernel, natsfront.Options{Prefix: n.prefix, Logger: e.opts.Logger, Tracer: cfg.tracing.Tracer()})
 		if err != nil {
 			return nil, err
 		}
