@@ -151,7 +151,9 @@ type viewer struct {
 	ID      *identity.Identity
 	session *session
 	cookie  string
-	audit   bool
+	// audit, contracts: the node gives the console its audit trail, its
+	// contract baselines.
+	audit, contracts bool
 }
 
 // Tenant reports whether the viewer may see tenant's data.
@@ -211,6 +213,11 @@ func (c *Console) routes() {
 		m.HandleFunc("GET "+Path+"audit", c.page(c.auditPage))
 		m.HandleFunc("POST "+Path+"audit/verify", c.action(c.verifyAction))
 	}
+	if c.reviewer() != nil {
+		m.HandleFunc("GET "+Path+"contracts", c.page(c.contractsPage))
+		m.HandleFunc("GET "+Path+"contracts/{tenant}/{provider}/{tool}", c.page(c.contractPage))
+		m.HandleFunc("POST "+Path+"contracts/decide", c.action(c.decideContract))
+	}
 	m.HandleFunc(Path, func(w http.ResponseWriter, r *http.Request) {
 		headers(w)
 		noStore(w)
@@ -263,7 +270,7 @@ func (c *Console) signedIn(r *http.Request) *viewer {
 		c.sessions.end(ck.Value) // removed from the policy: signed out
 		return nil
 	}
-	return &viewer{ID: id, session: ss, cookie: ck.Value, audit: c.auditor() != nil}
+	return &viewer{ID: id, session: ss, cookie: ck.Value, audit: c.auditor() != nil, contracts: c.reviewer() != nil}
 }
 
 // page wraps a GET handler: headers, no caching, a signed-in viewer.

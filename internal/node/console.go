@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	"github.com/sharedos/sharedos/audit"
 	"github.com/sharedos/sharedos/internal/auditstore"
 	"github.com/sharedos/sharedos/internal/console"
+	"github.com/sharedos/sharedos/internal/contracts"
 	"github.com/sharedos/sharedos/internal/identity"
 	"github.com/sharedos/sharedos/internal/mcpprovider"
 )
@@ -48,6 +50,16 @@ func (s consoleSource) Turn(ctx context.Context, id string) (actors.TurnView, er
 func (s consoleSource) Trail(ctx context.Context, tenant string, fn func([]byte, *audit.Event) error) error {
 	return auditstore.ReadAll(ctx, s.n.nc, auditstore.TailOptions{Prefix: s.n.cfg.NATS.Prefix, Stream: s.n.cfg.Audit.Stream,
 		Filter: auditstore.TailFilter{Tenant: tenant}}, fn)
+}
+
+// Contracts reviews contract baselines in process, as the review service
+// does for a caller on the bus.
+func (s consoleSource) Contracts(ctx context.Context, caller contracts.Caller, op string, req contracts.Request) (contracts.Reply, error) {
+	g := s.n.Contracts()
+	if g == nil {
+		return contracts.Reply{}, errors.New("node: no contract baselines on this node")
+	}
+	return contracts.Do(ctx, g, caller, op, req)
 }
 
 // Providers are the providers the node runs now (the policy's, as
