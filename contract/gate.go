@@ -232,15 +232,15 @@ func (g *Gate) advance(ctx context.Context, k Key, snap *Snapshot, dec Decision)
 // Reviewed is one review as recorded: who decided what on which revision,
 // and the revision it replaced.
 type Reviewed struct {
-	Key      Key
-	Decision Decision // Accepted or Rejected
-	Revision string
+	Key      Key      `json:"key"`
+	Decision Decision `json:"decision"` // Accepted or Rejected
+	Revision string   `json:"revision"`
 	// Previous is the accepted revision before the review ("" for none).
-	Previous string
-	Classes  []Class
-	By       string
-	At       time.Time
-	Why      string
+	Previous string    `json:"previous,omitempty"`
+	Classes  []Class   `json:"classes,omitempty"`
+	By       string    `json:"by"`
+	At       time.Time `json:"at"`
+	Why      string    `json:"why,omitempty"`
 }
 
 // Accept makes key's pending revision (which must be revision) its

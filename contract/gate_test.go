@@ -11,6 +11,7 @@ import (
 
 	"github.com/sharedos/sharedos/catalog"
 	"github.com/sharedos/sharedos/contract"
+	"github.com/sharedos/sharedos/reason"
 )
 
 func tool(t *testing.T, name, desc string) *catalog.Tool {
@@ -225,4 +226,14 @@ func (c *counting) n() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.writes
+}
+
+// The decisions that leave a tool out and have a reason code are spelled
+// as it: a degraded report's line and the code agree.
+func TestDecisionsAreReasonCodes(t *testing.T) {
+	for d, c := range map[contract.Decision]reason.Code{contract.PendingReview: reason.PendingReview, contract.RefusedHidden: reason.HiddenText} {
+		if string(d) != string(c) || !c.Known() {
+			t.Errorf("decision %s, code %s", d, c)
+		}
+	}
 }

@@ -11,10 +11,11 @@ import (
 // commonFlags are the flags every client command of a group takes; a
 // command's own flags are the others.
 var commonFlags = map[string][]string{
-	"turn":   {"config", "nats", "prefix", "creds", "as", "inbox-prefix", "timeout"},
-	"audit":  {"config", "nats", "prefix", "stream", "creds", "as", "inbox-prefix"},
-	"policy": {"config", "nats", "prefix", "creds", "as", "inbox-prefix", "timeout"},
-	"oauth":  {"config", "nats", "prefix", "creds", "as", "inbox-prefix", "timeout"},
+	"turn":      {"config", "nats", "prefix", "creds", "as", "inbox-prefix", "timeout"},
+	"audit":     {"config", "nats", "prefix", "stream", "creds", "as", "inbox-prefix"},
+	"policy":    {"config", "nats", "prefix", "creds", "as", "inbox-prefix", "timeout"},
+	"contracts": {"config", "nats", "prefix", "creds", "as", "inbox-prefix", "timeout"},
+	"oauth":     {"config", "nats", "prefix", "creds", "as", "inbox-prefix", "timeout"},
 }
 
 var flagName = regexp.MustCompile(`--([a-z][a-z0-9-]*)`)

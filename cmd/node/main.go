@@ -9,6 +9,7 @@
 //	node audit verify [--file FILE] [--trust KEYS] [--anchor CHECKPOINT] [--open-ok=false] [--unattested-ok=false]
 //	node audit keys [--local] [--key FILE]
 //	node policy get|put|delete|list|export|diff|import  (as an admin identity)
+//	node contracts list|diff|accept|reject              (as an approver identity)
 //	node oauth login --provider ID --tenant T --profile P [--principal NAME]  (as an admin identity)
 //	node status | identities
 //	node console                               a login link to the operator console (docs/console.md)
@@ -59,6 +60,8 @@ const usage = `usage: node COMMAND [SUBCOMMAND] [flags] [arguments]
   node audit keys [--local] [--key FILE]
   node policy get KEY [--json] | put FILE | put KEY FILE --revision N | delete KEY --revision N | list
   node policy export [--out FILE] [--json] | diff FILE | import FILE [--since REV]
+  node contracts list [--tenant T] [--pending] | diff TENANT/PROVIDER/TOOL
+  node contracts accept|reject TENANT/PROVIDER/TOOL --revision R [--why TEXT]
   node oauth login --provider ID --tenant T --profile P [--principal NAME] [--scope S,S]
   node status [--http ADDR]
   node identities [--creds-dir DIR]
@@ -89,6 +92,7 @@ var commands = []command{
 	{"mcp", mcpCmd, nil},
 	{"audit", auditCmd, auditSubcommands},
 	{"policy", policyCmd, policySubcommands},
+	{"contracts", contractsCmd, contractsSubcommands},
 	{"oauth", oauthCmd, oauthSubcommands},
 	{"status", statusCmd, nil},
 	{"identities", identitiesCmd, nil},
