@@ -149,6 +149,15 @@ func Start(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err 
 	if n.tracing, err = tracing.New(cfg.Tracing, cfg.Node.ID); err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
+	// The metrics exist before the audit sink, whose commits (the policy
+	// seed's among the first) report to them from its own goroutine.
+	var kernelRef atomic.Pointer[actors.Kernel]
+	n.metrics = newMetrics(openTurnsGauge(func(ctx context.Context) (int, error) {
+		if k := kernelRef.Load(); k != nil {
+			return k.OpenTurns(ctx)
+		}
+		return 0, nil
+	}), time.Duration(cfg.Kernel.ResolveTimeout), time.Duration(cfg.Kernel.CallTimeout))
 	if err := n.connect(); err != nil {
 		return nil, err
 	}
@@ -254,13 +263,6 @@ func Start(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err 
 	if err := n.openContracts(ctx); err != nil {
 		return nil, err
 	}
-	var kernelRef atomic.Pointer[actors.Kernel]
-	n.metrics = newMetrics(openTurnsGauge(func(ctx context.Context) (int, error) {
-		if k := kernelRef.Load(); k != nil {
-			return k.OpenTurns(ctx)
-		}
-		return 0, nil
-	}), time.Duration(cfg.Kernel.ResolveTimeout), time.Duration(cfg.Kernel.CallTimeout))
 	n.registerMCPMetrics()
 	n.kernel, err = actors.New(actors.Options{
 		Node: cfg.Node.ID, Providers: ps, Required: cfg.Required(), Authority: n.live, Credentials: n.live,
