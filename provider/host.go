@@ -227,7 +227,7 @@ func (h *Host) onCatalog(m *nats.Msg) {
 		defer h.release()
 		ctx, cancel := requestContext(req.TimeoutMs)
 		defer cancel()
-		ctx, span := h.startSpan(ctx, m, "catalog")
+		ctx, span := h.startSpan(ctx, m, "catalog", "", "")
 		defer span.End()
 		access := req.Access.Context(time.Now())
 		access.LeaseID = ""
@@ -405,7 +405,7 @@ func (h *Host) onInvoke(m *nats.Msg) {
 		defer h.release()
 		ctx, cancel := requestContext(req.TimeoutMs)
 		defer cancel()
-		ctx, span := h.startSpan(ctx, m, "invoke", traceprop.GenAIToolNameKey.String(req.Tool), traceprop.GenAIToolCallIDKey.String(req.CallID))
+		ctx, span := h.startSpan(ctx, m, "invoke", req.Tool, req.CallID)
 		defer span.End()
 		now := time.Now()
 		access := req.Access.Context(now)

@@ -14,14 +14,17 @@ import (
 
 // startSpan puts the trace context m's headers carry (bounded; a
 // malformed one is ignored) in ctx and, with a TracerProvider, starts the
-// request's server span under it.
-func (h *Host) startSpan(ctx context.Context, m *nats.Msg, op string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
+// request's server span under it (an invoke names its tool and call).
+func (h *Host) startSpan(ctx context.Context, m *nats.Msg, op, tool, callID string) (context.Context, trace.Span) {
 	ctx = traceprop.Extract(ctx, m.Header)
 	if h.tracer == nil {
 		return ctx, trace.SpanFromContext(context.Background())
 	}
-	attrs = append(attrs, traceprop.MessagingSystemKey.String("nats"), traceprop.MessagingDestKey.String(m.Subject),
-		traceprop.ProviderKey.String(h.id), traceprop.OperationKey.String(op), traceprop.TransportKey.String(traceprop.TransportNATS))
+	attrs := []attribute.KeyValue{traceprop.MessagingSystemKey.String("nats"), traceprop.MessagingDestKey.String(m.Subject),
+		traceprop.ProviderKey.String(h.id), traceprop.OperationKey.String(op), traceprop.TransportKey.String(traceprop.TransportNATS)}
+	if tool != "" {
+		attrs = append(attrs, traceprop.GenAIToolNameKey.String(tool), traceprop.GenAIToolCallIDKey.String(callID))
+	}
 	return h.tracer.Start(ctx, traceprop.ProviderSpanName(op, h.id), trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
 }
 

@@ -15,6 +15,9 @@ import (
 // the provider records no spans, so a trace that reached it continues to
 // the server; nil when there is none (tracing off: no key is written).
 func (p *Provider) startCall(ctx context.Context, cs *mcp.ClientSession, tool string) (context.Context, trace.Span, mcp.Meta) {
+	if p.opts.Tracer == nil {
+		return ctx, trace.SpanFromContext(context.Background()), mcp.Meta(traceprop.InjectMeta(ctx, nil))
+	}
 	ctx, span := traceprop.Start(ctx, p.opts.Tracer, traceprop.MCPSpanName("tools/call", tool), trace.SpanKindClient,
 		traceprop.MCPMethodNameKey.String("tools/call"), traceprop.GenAIOperationNameKey.String(traceprop.ExecuteTool),
 		traceprop.GenAIToolNameKey.String(tool), traceprop.ProviderKey.String(p.id), traceprop.TransportKey.String(traceprop.TransportMCP))

@@ -224,7 +224,7 @@ func (r *Remote) pages(ctx context.Context, access authority.AccessContext) (out
 			return Catalog{}, false, reason.New(reason.ProviderError, "provider %s: catalogue of more than %d pages", r.id, MaxCatalogPages)
 		}
 		var rep messages.ProviderCatalogReply
-		pctx, span := r.startSpan(ctx, "catalog")
+		pctx, span := r.startSpan(ctx, "catalog", "", "")
 		err := r.request(pctx, r.catalogTo,
 			&messages.ProviderCatalogRequest{V: messages.Version, Access: wire, TimeoutMs: timeoutMs(ctx), Cursor: cursor}, &rep)
 		switch {
@@ -284,7 +284,7 @@ func (r *Remote) Invoke(ctx context.Context, call Call) (Result, error) {
 	if err := r.sign(ctx, req, call, rev); err != nil {
 		return Result{}, NotDispatched(err)
 	}
-	ctx, span := r.startSpan(ctx, "invoke", traceprop.GenAIToolNameKey.String(call.Tool.Name), traceprop.GenAIToolCallIDKey.String(call.CallID))
+	ctx, span := r.startSpan(ctx, "invoke", call.Tool.Name, call.CallID)
 	var rep messages.ProviderInvokeReply
 	err := r.request(ctx, r.invokeTo, req, &rep)
 	switch {
@@ -394,13 +394,17 @@ func (r *Remote) send(ctx context.Context, subject string, data []byte) (*nats.M
 	return r.nc.RequestMsgWithContext(ctx, m)
 }
 
-// startSpan starts the client span of one request to the provider.
-func (r *Remote) startSpan(ctx context.Context, op string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
+// startSpan starts the client span of one request to the provider (an
+// invoke names its tool and call).
+func (r *Remote) startSpan(ctx context.Context, op, tool, callID string) (context.Context, trace.Span) {
 	if r.tracer == nil {
 		return ctx, trace.SpanFromContext(context.Background())
 	}
-	attrs = append(attrs, traceprop.MessagingSystemKey.String("nats"), traceprop.ProviderKey.String(r.id),
-		traceprop.OperationKey.String(op), traceprop.TransportKey.String(traceprop.TransportNATS))
+	attrs := []attribute.KeyValue{traceprop.MessagingSystemKey.String("nats"), traceprop.ProviderKey.String(r.id),
+		traceprop.OperationKey.String(op), traceprop.TransportKey.String(traceprop.TransportNATS)}
+	if tool != "" {
+		attrs = append(attrs, traceprop.GenAIToolNameKey.String(tool), traceprop.GenAIToolCallIDKey.String(callID))
+	}
 	return r.tracer.Start(ctx, traceprop.ProviderSpanName(op, r.id), trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
 }
 

@@ -120,10 +120,11 @@ func End(s trace.Span, code string) {
 	s.End()
 }
 
-// Set sets attrs on ctx's span when it records (cheap when it does not).
-func Set(ctx context.Context, attrs ...attribute.KeyValue) {
+// Set sets kv on ctx's span when it records (no allocation when it does
+// not).
+func Set(ctx context.Context, kv attribute.KeyValue) {
 	if s := trace.SpanFromContext(ctx); s.IsRecording() {
-		s.SetAttributes(attrs...)
+		s.SetAttributes(kv)
 	}
 }
 
