@@ -75,7 +75,7 @@ type traceRig struct {
 	nc       *nats.Conn
 }
 
-func startTraceRig(t *testing.T, nodeTracing, runtimeTracing bool) *traceRig {
+func startTraceRig(t *testing.T, nodeTracing, runtimeTracing bool, capture ...bool) *traceRig {
 	t.Helper()
 	recv, err := otlprecv.Start(true)
 	if err != nil {
@@ -100,7 +100,7 @@ func startTraceRig(t *testing.T, nodeTracing, runtimeTracing bool) *traceRig {
 		Grants: []authority.GrantSpec{{ID: "tr", Capability: "mcp.tr.*", Resource: "mcp/tr/**"}}})
 	cfg.Providers = append(cfg.Providers, config.Provider{ID: "tr", Kind: "nats"})
 	if nodeTracing {
-		cfg.Tracing = tracing.Config{Enabled: true, Endpoint: recv.Endpoint(), Insecure: true}
+		cfg.Tracing = tracing.Config{Enabled: true, Endpoint: recv.Endpoint(), Insecure: true, CaptureContent: len(capture) > 0 && capture[0]}
 	}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
@@ -451,4 +451,33 @@ func (b traceRT) RoundTrip(r *http.Request) (*http.Response, error) {
 	r.Header.Set("Authorization", "Bearer "+b.bearer)
 	r.Header.Set("Traceparent", b.traceparent)
 	return http.DefaultTransport.RoundTrip(r)
+}
+
+// capture_content is the operator's opt-in: with it the execute_tool span
+// carries the call's arguments and result (gen_ai.tool.call.arguments,
+// .result); no other span does.
+func TestTraceCaptureContentOptIn(t *testing.T) {
+	r := startTraceRig(t, true, true, true)
+	root, step := r.runtime.Provider().Tracer("agent").Start(ctx(t), "agent step")
+	alias := r.call(t, root)
+	step.End()
+	r.flush(t)
+	spans := r.recv.Spans()
+	exec := spanNamed(t, spans, "sharedos-node", "execute_tool "+alias, "internal")
+	if got := exec.Attrs["gen_ai.tool.call.arguments"]; got != `{"text":"secret-argument"}` {
+		t.Errorf("arguments captured as %q", got)
+	}
+	if got := exec.Attrs["gen_ai.tool.call.result"]; !strings.Contains(got, "noted secret-argument") {
+		t.Errorf("result captured as %q", got)
+	}
+	for _, s := range spans {
+		if s.SpanID == exec.SpanID {
+			continue
+		}
+		for k, v := range s.Attrs {
+			if strings.Contains(v, "secret-argument") {
+				t.Errorf("span %s records content in %s", s.Name, k)
+			}
+		}
+	}
 }
