@@ -557,7 +557,11 @@ func (a *turnActor) invoke(ctx actor.Context, sender *actor.PID, msg *invokeTool
 			answer = ce
 		}
 		if d.NewRequest {
-			a.storeRequest(ctx, sender, *d.Request, answer, receipt)
+			// The request is recorded after the refusal that made it,
+			// and stored once both records are.
+			first := receipt
+			receipt = a.emit(a.m.ApprovalRequested(now, *d.Request))
+			a.storeRequest(ctx, sender, *d.Request, answer, first, receipt)
 		} else {
 			a.answer(ctx, sender, answer, receipt)
 		}
@@ -670,15 +674,17 @@ func (a *turnActor) fetchApproval(ctx actor.Context, sender *actor.PID, msg *inv
 // refusal are, then answers the caller the refusal that names it: an
 // approver can decide a request only once its turn's record of it is in
 // the trail, and a caller is never told of a request that is not stored.
-func (a *turnActor) storeRequest(ctx actor.Context, sender *actor.PID, req approval.Request, answer any, receipt audit.Receipt) {
+func (a *turnActor) storeRequest(ctx actor.Context, sender *actor.PID, req approval.Request, answer any, receipts ...audit.Receipt) {
 	root, self, store, timeout := ctx.ActorSystem().Root, ctx.Self(), a.sh.opts.Approvals.Store, a.sh.opts.CallTimeout
 	a.sh.pool.Go(func() {
 		wctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
-		if err := audit.Wait(wctx, receipt); err != nil {
-			root.Send(self, &requestStored{id: req.ID, err: err})
-			root.Send(sender, answerOrAuditError(answer, err))
-			return
+		for _, receipt := range receipts {
+			if err := audit.Wait(wctx, receipt); err != nil {
+				root.Send(self, &requestStored{id: req.ID, err: err})
+				root.Send(sender, answerOrAuditError(answer, err))
+				return
+			}
 		}
 		err := store.Put(wctx, req)
 		root.Send(self, &requestStored{id: req.ID, err: err})

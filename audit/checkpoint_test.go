@@ -193,7 +193,7 @@ func TestFastDecoderAgreesWithJSON(t *testing.T) {
 			}
 		}
 		if r.IntN(2) == 0 {
-			ev.Call = &Call{str(), str(), str(), str(), str(), r.IntN(5), str(), str(), str(), str(), str(), str(), r.Int64N(100) - 50, r.IntN(5)}
+			ev.Call = &Call{str(), str(), str(), str(), str(), r.IntN(5), str(), str(), str(), str(), str(), str(), r.Int64N(100) - 50, r.IntN(5), str()}
 		}
 		if r.IntN(3) == 0 {
 			ev.Close = &Close{Reason: str(), Steps: r.IntN(5), Events: r.Uint64()}

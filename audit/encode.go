@@ -110,6 +110,12 @@ func appendEvent(b []byte, ev *Event) []byte {
 	if c := ev.Contract; c != nil {
 		b = appendContractReview(b, c)
 	}
+	if a := ev.Approval; a != nil {
+		// Rare events: the encoder's own bytes, which are json.Marshal's.
+		ab, _ := json.Marshal(a)
+		b = append(b, `,"approval":`...)
+		b = append(b, ab...)
+	}
 	return append(b, '}')
 }
 
@@ -308,6 +314,10 @@ func appendCall(b []byte, c *Call) []byte {
 	if c.ResultLen != 0 {
 		b = append(b, `,"result_bytes":`...)
 		b = strconv.AppendInt(b, int64(c.ResultLen), 10)
+	}
+	if c.Approval != "" {
+		b = append(b, `,"approval":`...)
+		b = appendString(b, c.Approval)
 	}
 	return append(b, '}')
 }

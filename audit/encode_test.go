@@ -45,7 +45,7 @@ func randomEvent(r *rand.Rand) *Event {
 	}
 	if r.IntN(2) == 0 {
 		ev.Call = &Call{ID: rs(), Alias: rs(), Provider: rs(), Name: rs(), Revision: rs(), Step: r.IntN(3), Decision: rs(),
-			Reason: rs(), Resource: rs(), Grant: rs(), ArgsHash: rs(), Outcome: rs(), Duration: r.Int64N(3), ResultLen: r.IntN(3)}
+			Reason: rs(), Resource: rs(), Grant: rs(), ArgsHash: rs(), Outcome: rs(), Duration: r.Int64N(3), ResultLen: r.IntN(3), Approval: rs()}
 	}
 	if r.IntN(2) == 0 {
 		ev.Close = &Close{Reason: rs(), Steps: r.IntN(3), Events: r.Uint64N(3)}
@@ -64,6 +64,10 @@ func randomEvent(r *rand.Rand) *Event {
 	}
 	if r.IntN(2) == 0 {
 		ev.Contract = &ContractReview{Tenant: rs(), Provider: rs(), Tool: rs(), Decision: rs(), Revision: rs(), Previous: rs(), Classes: strs(), By: rs(), Why: rs()}
+	}
+	if r.IntN(2) == 0 {
+		ev.Approval = &Approval{ID: rs(), Rule: rs(), Tenant: rs(), Principal: rs(), Turn: rs(), CallID: rs(), Provider: rs(), Name: rs(),
+			Revision: rs(), ArgsHash: rs(), ExpiresAt: time.Unix(r.Int64N(1<<32), r.Int64N(1e9)).UTC(), Decision: rs(), By: rs(), Reason: rs()}
 	}
 	return ev
 }

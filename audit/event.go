@@ -31,6 +31,14 @@ const (
 	// baseline (accepted or rejected), in the reviewing node's policy
 	// chain like policy.changed: baselines are policy data.
 	ContractReviewed Type = "contract.reviewed"
+	// ApprovalRequested records, in the turn's chain, the approval
+	// request a call refused approval_required asks an approver to
+	// decide (the call's tool.invoked names it).
+	ApprovalRequested Type = "approval.requested"
+	// ApprovalDecided records an approver's decision on a request, in the
+	// deciding node's policy chain like contract.reviewed: an approval is
+	// in force only once this is stored.
+	ApprovalDecided Type = "approval.decided"
 )
 
 // PolicyTenant is the tenant of every node's policy chain: policy is the
@@ -41,7 +49,7 @@ const PolicyTenant = "_policy"
 
 // Types lists every event type.
 func Types() []Type {
-	return []Type{TurnOpened, CatalogResolved, CatalogListed, ToolInvoked, ToolCompleted, NamespacesUpdated, TurnAttached, TurnDetached, TurnClosed, PolicyChanged, ContractReviewed}
+	return []Type{TurnOpened, CatalogResolved, CatalogListed, ToolInvoked, ToolCompleted, NamespacesUpdated, TurnAttached, TurnDetached, TurnClosed, PolicyChanged, ContractReviewed, ApprovalRequested, ApprovalDecided}
 }
 
 // Event is one audit record. Fields after CatalogHash are set only by the
@@ -94,6 +102,33 @@ type Event struct {
 	Policy *PolicyChange `json:"policy,omitempty"`
 	// Contract: on contract.reviewed.
 	Contract *ContractReview `json:"contract,omitempty"`
+	// Approval: on approval.requested and approval.decided.
+	Approval *Approval `json:"approval,omitempty"`
+}
+
+// Approval is an approval request (approval.requested) or an approver's
+// decision on one (approval.decided): the one call it is for, and on a
+// decision who decided what, and why.
+type Approval struct {
+	ID   string `json:"id"`
+	Rule string `json:"rule"`
+	// Tenant, Principal, Turn and CallID are the call's; Provider, Name
+	// and Revision its tool's; ArgsHash the SHA-256 of its argument
+	// bytes (never the arguments).
+	Tenant    string    `json:"tenant"`
+	Principal string    `json:"principal"`
+	Turn      string    `json:"turn"`
+	CallID    string    `json:"call"`
+	Provider  string    `json:"provider"`
+	Name      string    `json:"name"`
+	Revision  string    `json:"revision"`
+	ArgsHash  string    `json:"args_sha256"`
+	ExpiresAt time.Time `json:"expires_at"`
+	// Decision ("approved" or "denied"), By (the approver's bus identity)
+	// and Reason: on approval.decided.
+	Decision string `json:"decision,omitempty"`
+	By       string `json:"by,omitempty"`
+	Reason   string `json:"reason,omitempty"`
 }
 
 // ContractReview is an approver's decision on one tool's contract
@@ -230,6 +265,9 @@ type Call struct {
 	Outcome   string `json:"outcome,omitempty"`     // tool.completed: "ok", "tool_error" or "failed"
 	Duration  int64  `json:"duration_us,omitempty"` // tool.completed
 	ResultLen int    `json:"result_bytes,omitempty"`
+	// Approval is the approval request a call refused approval_required
+	// made, or the approval an allowed call runs on (tool.invoked).
+	Approval string `json:"approval,omitempty"`
 }
 
 // Why a turn closed: turn.closed's close.reason. Part of the wire

@@ -82,6 +82,26 @@ func (c *PolicyChain) EmitReview(sink Sink, now time.Time, review ContractReview
 	return c.emit(sink, now, &Event{Type: ContractReviewed, Contract: &rv}, out)
 }
 
+// EmitApproval records an approver's decision at now on sink
+// (approval.decided), in the chain as Emit records a policy change.
+func (c *PolicyChain) EmitApproval(sink Sink, now time.Time, a Approval) ([]Receipt, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, fmt.Errorf("audit: policy chain %s is closed", c.turn)
+	}
+	var out []Receipt
+	if !c.opened {
+		rec, err := c.record(now, &Event{Type: TurnOpened, Caller: c.node})
+		if err != nil {
+			return nil, err
+		}
+		c.opened = true
+		out = append(out, sink.Emit(rec))
+	}
+	return c.emit(sink, now, &Event{Type: ApprovalDecided, Approval: &a}, out)
+}
+
 func (c *PolicyChain) emit(sink Sink, now time.Time, ev *Event, out []Receipt) ([]Receipt, error) {
 	rec, err := c.record(now, ev)
 	if err != nil {

@@ -472,8 +472,14 @@ func (v *Verifier) check(ts *turnState, ev *leanEvent) {
 	case t == ContractReviewed && !policyChain:
 		v.turnFail(ts, seq, v.index, "contract.reviewed in the chain of tenant %q: reviews are recorded only in a node's policy chain (tenant %s)", ts.tenant, PolicyTenant)
 		return
-	case policyChain && t != TurnOpened && t != PolicyChanged && t != ContractReviewed && t != TurnClosed:
-		v.turnFail(ts, seq, v.index, "%s in a policy chain, which holds only turn.opened, policy.changed, contract.reviewed and turn.closed", t)
+	case t == ApprovalDecided && !policyChain:
+		v.turnFail(ts, seq, v.index, "approval.decided in the chain of tenant %q: decisions are recorded only in a node's policy chain (tenant %s)", ts.tenant, PolicyTenant)
+		return
+	case t == ApprovalRequested && policyChain:
+		v.turnFail(ts, seq, v.index, "approval.requested in a policy chain: a request is recorded in the chain of the turn that made it")
+		return
+	case policyChain && t != TurnOpened && t != PolicyChanged && t != ContractReviewed && t != ApprovalDecided && t != TurnClosed:
+		v.turnFail(ts, seq, v.index, "%s in a policy chain, which holds only turn.opened, policy.changed, contract.reviewed, approval.decided and turn.closed", t)
 		return
 	}
 	switch Type(ev.typ) {
@@ -1252,6 +1258,9 @@ func (e *leanEvent) parseCall(p *parser) bool {
 		return false
 	}
 	if p.lit(`,"result_bytes":`) && !p.int() {
+		return false
+	}
+	if p.lit(`,"approval":`) && !p.skipStr() {
 		return false
 	}
 	return p.lit(`}`)

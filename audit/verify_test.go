@@ -21,6 +21,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/sharedos/sharedos/actors"
+	"github.com/sharedos/sharedos/approval"
 	"github.com/sharedos/sharedos/audit"
 	"github.com/sharedos/sharedos/authority"
 	"github.com/sharedos/sharedos/internal/auditstore"
@@ -97,7 +98,14 @@ func buildTrail(t *testing.T) (realTrail, error) {
 	if err != nil {
 		return realTrail{}, err
 	}
-	k, err := actors.New(actors.Options{Node: "node-1", Providers: ps, Authority: auth, Sink: cp, Logger: quiet})
+	// Hashing text needs an approver's approval.
+	rules, err := approval.NewLive([]approval.RuleSpec{{Tenant: "acme", Name: "hash", Provider: "textkit", Tool: "sha256"}})
+	if err != nil {
+		return realTrail{}, err
+	}
+	approvals := &approval.Requests{B: approval.NewMemory()}
+	k, err := actors.New(actors.Options{Node: "node-1", Providers: ps, Authority: auth, Sink: cp, Logger: quiet,
+		Approvals: actors.Approvals{Rules: rules, Store: approvals}})
 	if err != nil {
 		return realTrail{}, err
 	}
@@ -160,7 +168,23 @@ func buildTrail(t *testing.T) (realTrail, error) {
 	// A turn open across the next checkpoint, and a turn of one operation.
 	c := open("ada", "text")
 	list(c)
-	call(c, "text_sha256", `{"text":"abc"}`)
+	call(c, "text_sha256", `{"text":"abc"}`) // approval_required: approval.requested
+	if sts, err := approvals.List(ctx, "acme"); err != nil || len(sts) != 1 {
+		step(fmt.Errorf("approval requests: %v %v", sts, err))
+	} else {
+		st, err := approvals.Decide(ctx, "acme", sts[0].ID, approval.Decision{Approve: true, By: "carol", Reason: "fine"})
+		step(err)
+		dc := audit.NewPolicyChain("node-1", "a0")
+		rs, err := dc.EmitApproval(cp, time.Now(), audit.Approval{ID: st.ID, Rule: st.Rule, Tenant: st.Tenant, Principal: st.Principal,
+			Turn: st.Turn, CallID: st.CallID, Provider: st.Provider, Name: st.Tool, Revision: st.Revision, ArgsHash: st.ArgsHash,
+			ExpiresAt: st.ExpiresAt, Decision: string(st.Status), By: st.DecidedBy, Reason: st.Reason})
+		step(err)
+		rs = append(rs, dc.Close(cp, time.Now()))
+		for _, r := range rs {
+			step(audit.Wait(ctx, r))
+		}
+		call(c, "text_sha256", `{"text":"abc"}`) // runs on the approval
+	}
 	_, err = k.ListTools(ctx, authority.AccessContext{Tenant: "acme", Principal: "bob", EnabledNamespaces: []string{"notes"}})
 	step(err)
 	if _, err := cp.Checkpoint(ctx); err != nil {

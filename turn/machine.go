@@ -510,6 +510,11 @@ func (m *Machine) Decide(now time.Time, inv Invocation) (Decision, *audit.Record
 		call.Provider, call.Name, call.Revision = d.Tool.Identity.Provider, d.Tool.Identity.Name, d.Tool.Revision
 	}
 	call.Resource, call.Grant = d.Resource, d.Grant
+	if d.Request != nil {
+		call.Approval = d.Request.ID
+	} else if d.Approval != nil {
+		call.Approval = d.Approval.ID
+	}
 	if d.Err != nil {
 		call.Decision, call.Reason = "deny", string(d.Err.Code)
 	} else {
@@ -598,6 +603,15 @@ func (m *Machine) ApprovalFor(inv Invocation) string {
 		return ""
 	}
 	return m.requests[approvalKey(t, inv.Arguments)]
+}
+
+// ApprovalRequested records, after the refused call's tool.invoked, the
+// approval request it made (Decision.NewRequest).
+func (m *Machine) ApprovalRequested(now time.Time, r approval.Request) *audit.Record {
+	return m.record(m.at(now), &audit.Event{Type: audit.ApprovalRequested, CatalogHash: r.CatalogHash, Approval: &audit.Approval{
+		ID: r.ID, Rule: r.Rule, Tenant: r.Tenant, Principal: r.Principal, Turn: r.Turn, CallID: r.CallID,
+		Provider: r.Provider, Name: r.Tool, Revision: r.Revision, ArgsHash: r.ArgsHash, ExpiresAt: r.ExpiresAt.UTC(),
+	}})
 }
 
 // ForgetRequest drops a request the shell could not store: the next

@@ -108,6 +108,9 @@ type Node struct {
 	policySvc *policy.Service
 	// ctr: contract baselines and their review (internal/node/contracts.go).
 	ctr nodeContracts
+	// appr are approval rules, requests and the approvers' service
+	// (internal/node/approvals.go).
+	appr nodeApprovals
 	// fileCfg is the configuration as the file gave it (whose policy
 	// sections a change replaces with the store's: Document.Apply); accounts
 	// the bus configuration the embedded server serves; identityMu
@@ -260,6 +263,9 @@ func Start(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err 
 	}
 	n.noteProviders(cfg, ps, opts)
 	ps = append(ps, opts.Providers...)
+	if err := n.openApprovals(ctx); err != nil {
+		return nil, err
+	}
 	if err := n.openContracts(ctx); err != nil {
 		return nil, err
 	}
@@ -276,6 +282,7 @@ func Start(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err 
 		CallTimeout: time.Duration(cfg.Kernel.CallTimeout), Logger: n.log,
 		Contracts:     n.ctr.gate,
 		MaxReplyBytes: n.MaxPayload() - ReplyHeadroom,
+		Approvals:     n.kernelApprovals(),
 	})
 	if err != nil {
 		return nil, err
@@ -305,6 +312,9 @@ func Start(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err 
 		return nil, err
 	}
 	if err := n.serveContracts(); err != nil {
+		return nil, err
+	}
+	if err := n.serveApprovals(); err != nil {
 		return nil, err
 	}
 	if err := n.serveHTTP(); err != nil {
@@ -646,6 +656,7 @@ func (n *Node) Shutdown(ctx context.Context) error {
 			n.policySvc.Stop()
 		}
 		n.stopContracts()
+		n.stopApprovals()
 		if f := n.mcpFront.Load(); f != nil {
 			errs = append(errs, f.Close())
 		}

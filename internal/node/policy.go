@@ -87,7 +87,7 @@ func (n *Node) startPolicy(ctx context.Context, handlers map[string]providers.Ha
 	}
 	n.live, _ = authority.NewLive(nil, nil)
 	n.fileCfg = cfg
-	n.view, err = n.policy.Watch(ctx, n.live, policy.ViewOptions{MaxStaleness: time.Duration(cfg.Policy.MaxStaleness), Logger: n.log,
+	n.view, err = n.policy.Watch(ctx, n.live, policy.ViewOptions{MaxStaleness: time.Duration(cfg.Policy.MaxStaleness), Logger: n.log, Approvals: &n.appr.rules,
 		OnChange: func(e policy.Entry, op policy.Op) {
 			if n.started.Load() {
 				n.policyChanged(e, op)
