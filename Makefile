@@ -23,7 +23,7 @@ console-screenshots:
 
 ## conformance: print the conformance table (rows x columns); any failing cell fails
 conformance:
-	$(GO) test -race -count=1 -run '^TestConformance$$' -v ./conformance \
+	$(GO) test -race -count=1 -run '^TestConformance$$' -v ./internal/conformance \
 	  | grep -vE '^\s*(=== (RUN|PAUSE|CONT)|--- PASS|table.go:)'
 
 ## bench-kernel: go test benchmarks of the kernel's hot paths

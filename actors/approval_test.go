@@ -8,7 +8,7 @@ import (
 
 	"github.com/sharedos/sharedos/actors"
 	"github.com/sharedos/sharedos/approval"
-	"github.com/sharedos/sharedos/conformance"
+	"github.com/sharedos/sharedos/internal/conformance"
 	"github.com/sharedos/sharedos/reason"
 )
 

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/sharedos/sharedos/audit"
-	"github.com/sharedos/sharedos/conformance"
+	"github.com/sharedos/sharedos/internal/conformance"
 	"github.com/sharedos/sharedos/reason"
 )
 

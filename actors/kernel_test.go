@@ -15,7 +15,7 @@ import (
 	"github.com/sharedos/sharedos/actors"
 	"github.com/sharedos/sharedos/audit"
 	"github.com/sharedos/sharedos/authority"
-	"github.com/sharedos/sharedos/conformance"
+	"github.com/sharedos/sharedos/internal/conformance"
 	"github.com/sharedos/sharedos/internal/providers"
 	"github.com/sharedos/sharedos/projection"
 	"github.com/sharedos/sharedos/reason"

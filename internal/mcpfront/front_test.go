@@ -20,7 +20,7 @@ import (
 	"github.com/sharedos/sharedos/actors"
 	"github.com/sharedos/sharedos/audit"
 	"github.com/sharedos/sharedos/authority"
-	"github.com/sharedos/sharedos/conformance"
+	"github.com/sharedos/sharedos/internal/conformance"
 	"github.com/sharedos/sharedos/internal/mcpfront"
 	"github.com/sharedos/sharedos/reason"
 )

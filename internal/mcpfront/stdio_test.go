@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sharedos/sharedos/conformance"
+	"github.com/sharedos/sharedos/internal/conformance"
 	"github.com/sharedos/sharedos/internal/mcpfront"
 )
 

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/sharedos/sharedos/conformance"
+	"github.com/sharedos/sharedos/internal/conformance"
 	"github.com/sharedos/sharedos/internal/mcpfront"
 )
 

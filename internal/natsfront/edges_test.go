@@ -18,7 +18,7 @@ import (
 
 	"github.com/sharedos/sharedos/catalog"
 	"github.com/sharedos/sharedos/client"
-	"github.com/sharedos/sharedos/conformance"
+	"github.com/sharedos/sharedos/internal/conformance"
 	"github.com/sharedos/sharedos/internal/natsfront"
 	"github.com/sharedos/sharedos/internal/natsserver"
 	"github.com/sharedos/sharedos/internal/natsserver/natstest"

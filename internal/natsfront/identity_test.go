@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/sharedos/sharedos/client"
-	"github.com/sharedos/sharedos/conformance"
+	"github.com/sharedos/sharedos/internal/conformance"
 	"github.com/sharedos/sharedos/internal/natsfront"
 	"github.com/sharedos/sharedos/messages"
 	"github.com/sharedos/sharedos/reason"

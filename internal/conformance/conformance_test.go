@@ -6,7 +6,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/sharedos/sharedos/conformance"
+	"github.com/sharedos/sharedos/internal/conformance"
 )
 
 func TestMain(m *testing.M) {
