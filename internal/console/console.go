@@ -151,9 +151,9 @@ type viewer struct {
 	ID      *identity.Identity
 	session *session
 	cookie  string
-	// audit, contracts: the node gives the console its audit trail, its
-	// contract baselines.
-	audit, contracts bool
+	// audit, contracts, approvals: the node gives the console its audit
+	// trail, its contract baselines, its approval requests.
+	audit, contracts, approvals bool
 }
 
 // Tenant reports whether the viewer may see tenant's data.
@@ -213,6 +213,10 @@ func (c *Console) routes() {
 		m.HandleFunc("GET "+Path+"audit", c.page(c.auditPage))
 		m.HandleFunc("POST "+Path+"audit/verify", c.action(c.verifyAction))
 	}
+	if c.approvals() != nil {
+		m.HandleFunc("GET "+Path+"approvals", c.page(c.approvalsPage))
+		m.HandleFunc("POST "+Path+"approvals/decide", c.action(c.decideApproval))
+	}
 	if c.reviewer() != nil {
 		m.HandleFunc("GET "+Path+"contracts", c.page(c.contractsPage))
 		m.HandleFunc("GET "+Path+"contracts/{tenant}/{provider}/{tool}", c.page(c.contractPage))
@@ -270,7 +274,7 @@ func (c *Console) signedIn(r *http.Request) *viewer {
 		c.sessions.end(ck.Value) // removed from the policy: signed out
 		return nil
 	}
-	return &viewer{ID: id, session: ss, cookie: ck.Value, audit: c.auditor() != nil, contracts: c.reviewer() != nil}
+	return &viewer{ID: id, session: ss, cookie: ck.Value, audit: c.auditor() != nil, contracts: c.reviewer() != nil, approvals: c.approvals() != nil}
 }
 
 // page wraps a GET handler: headers, no caching, a signed-in viewer.

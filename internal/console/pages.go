@@ -17,7 +17,7 @@ import (
 )
 
 // pageNames are the templates, each rendered inside layout.html.
-var pageNames = []string{"error", "signedout", "providers", "turns", "turn", "audit", "contracts", "contract"}
+var pageNames = []string{"error", "signedout", "providers", "turns", "turn", "audit", "contracts", "contract", "approvals"}
 
 func (c *Console) parseTemplates() error {
 	funcs := template.FuncMap{
