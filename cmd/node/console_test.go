@@ -16,6 +16,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/sharedos/sharedos/approval"
 	"github.com/sharedos/sharedos/client"
 	"github.com/sharedos/sharedos/contract"
 	"github.com/sharedos/sharedos/internal/config"
@@ -83,6 +84,8 @@ func TestConsoleInABrowser(t *testing.T) {
 		cfg.Providers = append(cfg.Providers, config.Provider{ID: "docs", Kind: "mcp", Drift: "hold",
 			MCP: &mcpprovider.Config{Transport: "memory", Server: "docs", TTL: mcpprovider.Duration(time.Millisecond)}})
 		cfg.Identities = append(cfg.Identities, config.Identity{Name: "carol", Role: "approver", Tenants: []string{"acme"}})
+		// Saving a note needs a person's approval.
+		cfg.Approvals = append(cfg.Approvals, config.ApprovalRule{Tenant: "acme", Name: "notes-writes", Provider: "notes", Tool: "put"})
 		cfg.Identities = append(cfg.Identities, config.Identity{Name: "globex-rt", Role: "runtime", Tenants: []string{"globex"}})
 		// An MCP server whose secret is missing (auth required) and whose
 		// address answers nothing: the providers page must say so, never
@@ -128,6 +131,10 @@ func TestConsoleInABrowser(t *testing.T) {
 	defer acme.Close(ctx)
 	if _, err := acme.Invoke(ctx, "text_stats", []byte(`{"text":"a b c"}`)); err != nil {
 		t.Fatal(err)
+	}
+	noteArgs := []byte(`{"space":"acme","title":"plan","body":"ship it"}`)
+	if _, err := acme.Invoke(ctx, "notes_put", noteArgs); err == nil || !strings.Contains(err.Error(), "approval_required") {
+		t.Fatalf("a call the rule names: %v, want approval_required", err)
 	}
 	gx, err := n.Connect("globex-rt")
 	if err != nil {
@@ -296,6 +303,29 @@ func TestConsoleInABrowser(t *testing.T) {
 		visit(t, admin, base+"contracts/acme/docs/search")
 		if n, _ := chromedp.Run(admin, chromedp.Evaluate[int](`document.querySelectorAll('#accept').length`)); n != 0 {
 			t.Fatal("an admin is offered the accept button")
+		}
+	})
+	t.Run("approvals: an approver approves a held call", func(t *testing.T) {
+		carol := tab(t)
+		visit(t, carol, consoleLink(t, "carol"))
+		page := visit(t, carol, base+"approvals")
+		if !strings.Contains(page, "notes_put") || !strings.Contains(page, `"title": "plan"`) {
+			t.Fatalf("pending approvals:\n%s", page)
+		}
+		shot(t, carol, "approvals")
+		if err := chromedp.Do(carol, chromedp.Click(chromedp.CSS("button.approve")), chromedp.WaitVisible(chromedp.CSS("#result"))); err != nil {
+			t.Fatal(err)
+		}
+		if got := text(t, carol, "#result"); !strings.Contains(got, "approved by carol") {
+			t.Fatalf("after approve: %q", got)
+		}
+		sts, err := n.Approvals().List(ctx, "acme")
+		if err != nil || len(sts) != 1 || sts[0].Status != approval.Approved || sts[0].DecidedBy != "carol" {
+			t.Fatalf("the request after the console's approval: %+v %v", sts, err)
+		}
+		// The same call again runs now, on the approval.
+		if _, err := acme.Invoke(ctx, "notes_put", noteArgs); err != nil {
+			t.Fatalf("the approved call: %v", err)
 		}
 	})
 	t.Run("no inline script runs", func(t *testing.T) {

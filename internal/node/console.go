@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/sharedos/sharedos/actors"
+	"github.com/sharedos/sharedos/approval"
 	"github.com/sharedos/sharedos/audit"
 	"github.com/sharedos/sharedos/internal/auditstore"
 	"github.com/sharedos/sharedos/internal/console"
@@ -61,6 +62,10 @@ func (s consoleSource) Contracts(ctx context.Context, caller contracts.Caller, o
 	}
 	return contracts.Do(ctx, g, caller, op, req)
 }
+
+// ApprovalRequests are the node's approval requests (decided in process
+// as the approvals service decides them for a caller on the bus).
+func (s consoleSource) ApprovalRequests() *approval.Requests { return s.n.Approvals() }
 
 // Providers are the providers the node runs now (the policy's, as
 // rebuilt), with each MCP provider's discovery state.
