@@ -15,6 +15,7 @@ var commonFlags = map[string][]string{
 	"audit":     {"config", "nats", "prefix", "stream", "creds", "as", "inbox-prefix"},
 	"policy":    {"config", "nats", "prefix", "creds", "as", "inbox-prefix", "timeout"},
 	"contracts": {"config", "nats", "prefix", "creds", "as", "inbox-prefix", "timeout"},
+	"approvals": {"config", "nats", "prefix", "creds", "as", "inbox-prefix", "timeout"},
 	"oauth":     {"config", "nats", "prefix", "creds", "as", "inbox-prefix", "timeout"},
 }
 

@@ -10,6 +10,7 @@
 //	node audit keys [--local] [--key FILE]
 //	node policy get|put|delete|list|export|diff|import  (as an admin identity)
 //	node contracts list|diff|accept|reject              (as an approver identity)
+//	node approvals list|show|approve|deny               (as an approver identity)
 //	node oauth login --provider ID --tenant T --profile P [--principal NAME]  (as an admin identity)
 //	node status | identities
 //	node console                               a login link to the operator console (docs/console.md)
@@ -62,14 +63,15 @@ const usage = `usage: node COMMAND [SUBCOMMAND] [flags] [arguments]
   node policy export [--out FILE] [--json] | diff FILE | import FILE [--since REV]
   node contracts list [--tenant T] [--pending] | diff TENANT/PROVIDER/TOOL
   node contracts accept|reject TENANT/PROVIDER/TOOL --revision R [--why TEXT]
+  node approvals list [--tenant T] [--all] | show ID | approve ID [--why TEXT] | deny ID [--why TEXT]
   node oauth login --provider ID --tenant T --profile P [--principal NAME] [--scope S,S]
   node status [--http ADDR]
   node identities [--creds-dir DIR]
   node console [--node ID] [--http ADDR] [--as NAME]   print a login link to the operator console
 
-Every turn, audit, policy and oauth command also takes --config FILE (default cluster.yaml),
+Every turn, audit, policy, contracts, approvals and oauth command also takes --config FILE (default cluster.yaml),
 --nats URL, --prefix P, --creds FILE, --as NAME and --inbox-prefix P (audit:
---stream S; turn, policy and oauth: --timeout D); status and identities take
+--stream S; turn, policy, contracts, approvals and oauth: --timeout D); status and identities take
 --config, status --timeout. policy get and export print YAML (--json: JSON).
 Data is printed to stdout as JSON (JSON lines for audit tail and export);
 errors and notes go to stderr. Exit codes: 0 done, 1 failed, 2 usage error,
@@ -93,6 +95,7 @@ var commands = []command{
 	{"audit", auditCmd, auditSubcommands},
 	{"policy", policyCmd, policySubcommands},
 	{"contracts", contractsCmd, contractsSubcommands},
+	{"approvals", approvalsCmd, approvalsSubcommands},
 	{"oauth", oauthCmd, oauthSubcommands},
 	{"status", statusCmd, nil},
 	{"identities", identitiesCmd, nil},
