@@ -486,6 +486,7 @@ func (p *Provider) discover(pr *profile, fkey string, f *flight) {
 	pr.state, pr.class, pr.lastErr, pr.since = next(pr.state, evSuccess, ClassNone, true), ClassNone, "", now
 	pr.lastScope = snap.key.Scope
 	pr.refused = snap.refused
+	logDrift(p.log, pr.key, pr.snaps[snap.key.Who], snap)
 	if snap.key.Scope == "private" {
 		delete(pr.snaps, "")
 		pr.snaps[snap.key.Who] = snap
