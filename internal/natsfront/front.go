@@ -89,7 +89,9 @@ type Front struct {
 	mu       sync.Mutex
 	svc      micro.Service
 	draining bool
-	stopped  bool
+	// opening counts opens in flight (dispatch to answer).
+	opening atomic.Int64
+	stopped bool
 	// eps are the endpoints, fixed by Serve.
 	eps  []endpoint
 	sem  chan struct{}
@@ -266,6 +268,17 @@ func (f *Front) Drain() error {
 	return nil
 }
 
+// isDraining reports whether Drain has run.
+func (f *Front) isDraining() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.draining
+}
+
+// Opening is how many opens are in flight: taken before Drain, not yet
+// answered. A draining node's turns are all counted once it is 0.
+func (f *Front) Opening() int64 { return f.opening.Load() }
+
 // Stop stops taking requests (draining the subscriptions) and waits, until
 // ctx ends, for those in flight. Idempotent.
 func (f *Front) Stop(ctx context.Context) error {
@@ -309,9 +322,29 @@ func (f *Front) dispatch(r micro.Request, st *endpointStats, op messages.Op, kin
 		f.noReply.Add(1)
 		return
 	}
+	// An open counts as in flight before the draining check, so a Drain
+	// that set draining and then reads Opening as 0 has seen every open
+	// that got past the check finish (its turn then counts as open).
+	// Opens the stopped subscription still delivers after Drain are
+	// refused node_unavailable, which clients send again to another node:
+	// a draining node takes no new turn.
+	if kind == openSubject {
+		f.opening.Add(1)
+		if f.isDraining() {
+			f.opening.Add(-1)
+			f.reply(r, st, op, start, nil, reason.New(reason.NodeUnavailable, "node %s is draining: its opens go to other nodes", f.k.Node()))
+			return
+		}
+	}
+	doneOpening := func() {
+		if kind == openSubject {
+			f.opening.Add(-1)
+		}
+	}
 	select {
 	case f.sem <- struct{}{}:
 	default:
+		doneOpening()
 		f.reply(r, st, op, start, nil, reason.New(reason.Overloaded, "node %s has %d requests in flight", f.k.Node(), cap(f.sem)))
 		return
 	}
@@ -321,6 +354,7 @@ func (f *Front) dispatch(r micro.Request, st *endpointStats, op messages.Op, kin
 	f.pool.Go(func() {
 		defer f.wg.Done()
 		defer func() { <-f.sem }()
+		defer doneOpening()
 		if max := f.opts.Limits.MaxBytes; max > 0 && len(data) > max {
 			f.reply(r, st, op, start, nil, reason.New(reason.InvalidRequest, "frame of %d bytes exceeds %d", len(data), max))
 			return

@@ -630,8 +630,11 @@ func (n *Node) Drain(ctx context.Context, timeout time.Duration) (int, error) {
 	}
 	deadline := time.Now().Add(timeout)
 	for {
+		// Opens taken before the drain are answered first: their turns
+		// are this node's to serve too.
+		opening := n.front.Opening()
 		open, err := n.kernel.OpenTurns(ctx)
-		if err != nil || open == 0 || !time.Now().Before(deadline) {
+		if err != nil || open == 0 && opening == 0 || !time.Now().Before(deadline) {
 			return open, err
 		}
 		select {
