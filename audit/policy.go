@@ -43,48 +43,23 @@ func (c *PolicyChain) TurnID() string { return c.turn }
 // it is the chain's first change. The receipts complete when the records
 // are stored; records of concurrent calls are emitted in chain order.
 func (c *PolicyChain) Emit(sink Sink, now time.Time, change PolicyChange) ([]Receipt, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return nil, fmt.Errorf("audit: policy chain %s is closed", c.turn)
-	}
-	var out []Receipt
-	if !c.opened {
-		rec, err := c.record(now, &Event{Type: TurnOpened, Caller: c.node})
-		if err != nil {
-			return nil, err
-		}
-		c.opened = true
-		out = append(out, sink.Emit(rec))
-	}
-	ch := change
-	return c.emit(sink, now, &Event{Type: PolicyChanged, Policy: &ch}, out)
+	return c.emit(sink, now, &Event{Type: PolicyChanged, Policy: &change})
 }
 
 // EmitReview records a contract review at now on sink (contract.reviewed),
 // in the chain as Emit records a policy change.
 func (c *PolicyChain) EmitReview(sink Sink, now time.Time, review ContractReview) ([]Receipt, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return nil, fmt.Errorf("audit: policy chain %s is closed", c.turn)
-	}
-	var out []Receipt
-	if !c.opened {
-		rec, err := c.record(now, &Event{Type: TurnOpened, Caller: c.node})
-		if err != nil {
-			return nil, err
-		}
-		c.opened = true
-		out = append(out, sink.Emit(rec))
-	}
-	rv := review
-	return c.emit(sink, now, &Event{Type: ContractReviewed, Contract: &rv}, out)
+	return c.emit(sink, now, &Event{Type: ContractReviewed, Contract: &review})
 }
 
 // EmitApproval records an approver's decision at now on sink
 // (approval.decided), in the chain as Emit records a policy change.
 func (c *PolicyChain) EmitApproval(sink Sink, now time.Time, a Approval) ([]Receipt, error) {
+	return c.emit(sink, now, &Event{Type: ApprovalDecided, Approval: &a})
+}
+
+// emit records ev, after the chain's turn.opened when ev is its first.
+func (c *PolicyChain) emit(sink Sink, now time.Time, ev *Event) ([]Receipt, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
@@ -99,10 +74,6 @@ func (c *PolicyChain) EmitApproval(sink Sink, now time.Time, a Approval) ([]Rece
 		c.opened = true
 		out = append(out, sink.Emit(rec))
 	}
-	return c.emit(sink, now, &Event{Type: ApprovalDecided, Approval: &a}, out)
-}
-
-func (c *PolicyChain) emit(sink Sink, now time.Time, ev *Event, out []Receipt) ([]Receipt, error) {
 	rec, err := c.record(now, ev)
 	if err != nil {
 		return out, err
