@@ -2,14 +2,13 @@ package approvals
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
 	"github.com/sharedos/sharedos/approval"
+	"github.com/sharedos/sharedos/internal/busrpc"
 	"github.com/sharedos/sharedos/reason"
 )
 
@@ -30,9 +29,6 @@ func NewClient(nc *nats.Conn, prefix string, timeout time.Duration) *Client {
 	}
 	return &Client{nc: nc, prefix: prefix, timeout: timeout}
 }
-
-// MaxReplyBytes bounds a reply the client decodes.
-const MaxReplyBytes = 64 << 20
 
 // List returns the pending requests of tenant ("": every tenant the
 // approver decides for); all includes decided and expired ones.
@@ -70,27 +66,9 @@ func (c *Client) decide(ctx context.Context, op, id, why string) (approval.State
 }
 
 func (c *Client) do(ctx context.Context, op string, req Request) (Reply, error) {
-	b, err := json.Marshal(req)
-	if err != nil {
-		return Reply{}, err
-	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, c.timeout)
-		defer cancel()
-	}
-	m, err := c.nc.RequestWithContext(ctx, Subject(c.prefix, op), b)
-	switch {
-	case errors.Is(err, nats.ErrNoResponders):
-		return Reply{}, reason.New(reason.NodeUnavailable, "no node serves approvals on %s (is `node serve` running, and is this identity an approver?)", Subject(c.prefix, op))
-	case err != nil:
-		return Reply{}, fmt.Errorf("approvals %s: %w", op, err)
-	case len(m.Data) > MaxReplyBytes:
-		return Reply{}, fmt.Errorf("approvals %s: a reply of %d bytes", op, len(m.Data))
-	}
 	var rep Reply
-	if err := json.Unmarshal(m.Data, &rep); err != nil {
-		return Reply{}, fmt.Errorf("approvals %s: undecodable reply: %w", op, err)
+	if err := busrpc.Call(ctx, c.nc, busrpc.Service{Name: "approvals", Role: "an approver"}, Subject(c.prefix, op), c.timeout, req, &rep); err != nil {
+		return Reply{}, err
 	}
 	if e := rep.Error; e != nil {
 		return rep, reason.New(e.Code, "%s", e.Message)

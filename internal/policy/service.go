@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/sharedos/sharedos/internal/busrpc"
 	"github.com/sharedos/sharedos/reason"
 )
 
@@ -345,34 +346,13 @@ func NewClient(nc *nats.Conn, prefix string, timeout time.Duration) *Client {
 	return &Client{nc: nc, prefix: prefix, timeout: timeout}
 }
 
-// MaxReplyBytes bounds a reply the client decodes.
-const MaxReplyBytes = 64 << 20
-
 // Do sends req as operation op and returns the reply; a refusal is a
 // *reason.Error (on policy_conflict, *ConflictReply with the current
 // revision wraps it).
 func (c *Client) Do(ctx context.Context, op string, req Request) (Reply, error) {
-	b, err := json.Marshal(req)
-	if err != nil {
-		return Reply{}, err
-	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, c.timeout)
-		defer cancel()
-	}
-	m, err := c.nc.RequestWithContext(ctx, Subject(c.prefix, op), b)
-	switch {
-	case errors.Is(err, nats.ErrNoResponders):
-		return Reply{}, reason.New(reason.NodeUnavailable, "no node serves the policy service on %s (is `node serve` running, and is this identity an admin?)", Subject(c.prefix, op))
-	case err != nil:
-		return Reply{}, fmt.Errorf("policy %s: %w", op, err)
-	case len(m.Data) > MaxReplyBytes:
-		return Reply{}, fmt.Errorf("policy %s: a reply of %d bytes", op, len(m.Data))
-	}
 	var rep Reply
-	if err := json.Unmarshal(m.Data, &rep); err != nil {
-		return Reply{}, fmt.Errorf("policy %s: undecodable reply: %w", op, err)
+	if err := busrpc.Call(ctx, c.nc, busrpc.Service{Name: "the policy service", Role: "an admin"}, Subject(c.prefix, op), c.timeout, req, &rep); err != nil {
+		return Reply{}, err
 	}
 	if e := rep.Error; e != nil {
 		rerr := reason.New(e.Code, "%s", e.Message)
