@@ -63,10 +63,14 @@ func (s *Store) applyAtomic(ctx context.Context, j Journal, changes []Diff, by s
 	if len(changes) > MaxAtomicChanges {
 		return nil, fmt.Errorf("%w: an import of %d changes, more than the %d one atomic write holds: import it in parts", ErrInvalid, len(changes), MaxAtomicChanges)
 	}
+	str, err := s.js.Stream(ctx, s.Stream())
+	if err != nil {
+		return nil, fmt.Errorf("policy: bucket %s: %w", s.opts.Bucket, err)
+	}
 	at := s.opts.Clock()
 	batch := make([]staged, 0, len(changes))
 	for _, c := range changes {
-		st, err := s.stage(ctx, c, by, at)
+		st, err := s.stage(ctx, str, c, by, at)
 		if err != nil {
 			return nil, err
 		}
@@ -130,7 +134,7 @@ func (s *Store) applyAtomic(ctx context.Context, j Journal, changes []Diff, by s
 
 // stage builds c's message: a put or the bucket's own delete marker,
 // expecting the subject's last sequence to be the one the diff saw.
-func (s *Store) stage(ctx context.Context, c Diff, by string, at time.Time) (staged, error) {
+func (s *Store) stage(ctx context.Context, str jetstream.Stream, c Diff, by string, at time.Time) (staged, error) {
 	subject := "$KV." + s.opts.Bucket + "." + c.Key.String()
 	st := staged{c: c, msg: nats.NewMsg(subject), expect: c.Revision}
 	if c.Revision > 0 {
@@ -147,7 +151,7 @@ func (s *Store) stage(ctx context.Context, c Diff, by string, at time.Time) (sta
 	} else {
 		// A key that held nothing may still have a subject: a delete
 		// marker, which the new value follows.
-		last, err := s.subjectLast(ctx, subject)
+		last, err := s.subjectLast(ctx, str, subject)
 		if err != nil {
 			return staged{}, err
 		}
@@ -165,11 +169,7 @@ func (s *Store) stage(ctx context.Context, c Diff, by string, at time.Time) (sta
 // subjectLast is the sequence of subject's last message when that is a
 // delete or purge marker, 0 when the subject has none; a key holding a
 // value is a conflict (the diff saw it empty).
-func (s *Store) subjectLast(ctx context.Context, subject string) (uint64, error) {
-	str, err := s.js.Stream(ctx, s.Stream())
-	if err != nil {
-		return 0, fmt.Errorf("policy: bucket %s: %w", s.opts.Bucket, err)
-	}
+func (s *Store) subjectLast(ctx context.Context, str jetstream.Stream, subject string) (uint64, error) {
 	m, err := str.GetLastMsgForSubject(ctx, subject)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return 0, nil
