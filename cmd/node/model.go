@@ -63,7 +63,11 @@ func printModelListing(ctx context.Context, t *client.Turn, handle string, q cli
 		why := l.Why
 		if len(l.Reasons) > 0 {
 			r := l.Reasons[0]
-			why += fmt.Sprintf(": %s at %s %s", r.Keyword, r.Path, r.Reason)
+			at := r.Path
+			if at == "" {
+				at = "the root" // the empty JSON pointer names the whole schema
+			}
+			why += fmt.Sprintf(": %s at %s %s", r.Keyword, at, r.Reason)
 			if len(l.Reasons) > 1 {
 				why += fmt.Sprintf(" (and %d more)", len(l.Reasons)-1)
 			}

@@ -25,6 +25,12 @@ func TestTurnListForAProfile(t *testing.T) {
 		strict.LeftOut[0].Why != "unrepresentable" || len(strict.LeftOut[0].Reasons) == 0 || !strings.Contains(errOut, "left out of the openai-strict listing") {
 		t.Fatalf("list --for openai-strict: %d %s %s (%v)", code, out, errOut, err)
 	}
+	// Gemini's OpenAPI subset has no additionalProperties: the sample's
+	// closed objects are refused there, and a reason at the schema's root
+	// names the root rather than an empty path.
+	if code, out, errOut := runCLI(t, "turn", "list", "--for", "gemini"); code != 0 || !strings.Contains(errOut, "additionalProperties at the root unsupported") {
+		t.Fatalf("list --for gemini: %d %s %s", code, out, errOut)
+	}
 	code, out, errOut = runCLI(t, "turn", "list", "--for", "openai")
 	if code != 0 {
 		t.Fatalf("list --for: %d %s %s", code, out, errOut)
