@@ -61,7 +61,7 @@ soak: soak-faults
 SOAK_FAULT_LOAD ?= 60s
 .PHONY: soak-faults
 soak-faults:
-	SHAREDOS_FAULT_LOAD=$(SOAK_FAULT_LOAD) $(GO) test -race -count=1 -timeout 30m -run '^TestFault' -v ./internal/node \
+	SHAREDOS_FAULT_LOAD=$(SOAK_FAULT_LOAD) SHAREDOS_POLICY_ROUNDS=100 $(GO) test -race -count=1 -timeout 30m -run '^(TestFault|TestPolicyRevocationPropagationFigures)' -v ./internal/node \
 	  | grep -E '^(--- |ok|FAIL|PASS)|FIGURES|fault_test.go'
 
 ## mutation: mutation testing (gremlins) of the kernel's core, one run per package, then a
