@@ -21,3 +21,19 @@ func TestOAuthLoginRefusesWhatNeedsNoLogin(t *testing.T) {
 		t.Fatalf("without --tenant and --profile: exit %d, want 2 (usage)", code)
 	}
 }
+
+// node oauth reseal reaches the node as the admin; a node none of whose
+// providers uses OAuth has nothing to reseal: a refusal, exit 3.
+func TestOAuthResealReachesTheNodeAsAdmin(t *testing.T) {
+	n, dir := startSample(t, true)
+	t.Chdir(dir)
+	t.Setenv("NATS_URL", n.ClientURL())
+	code, out, errOut := runCLI(t, "oauth", "reseal")
+	var m map[string]any
+	if code != 3 || json.Unmarshal([]byte(out), &m) != nil || m["refused"] != "invalid_request" || !strings.Contains(out, "uses OAuth") {
+		t.Fatalf("exit %d; stdout %s stderr %s", code, out, errOut)
+	}
+	if code, _, _ := runCLI(t, "oauth", "reseal", "extra"); code != 2 {
+		t.Fatalf("with an argument: exit %d, want 2 (usage)", code)
+	}
+}

@@ -22,8 +22,8 @@ import (
 // configured MCP server has an oauth credential profile, and the bus
 // subscription that starts logins.
 type nodeOAuth struct {
-	m   *oauth.Manager
-	sub *nats.Subscription
+	m    *oauth.Manager
+	subs []*nats.Subscription
 }
 
 // oauthBucketSuffix names the grants' bucket beside the policy bucket:
@@ -90,34 +90,54 @@ func (n *Node) serveOAuth(mux *http.ServeMux) error {
 			return "", fmt.Errorf("no mcp server %s", ref.Server)
 		}))
 	}
-	sub, err := n.nc.QueueSubscribe(oauth.LoginSubject(n.cfg.NATS.Prefix), "sharedos-oauth", n.answerLogin)
-	if err != nil {
-		return fmt.Errorf("node: oauth logins: %w", err)
+	for _, h := range []struct {
+		subject string
+		answer  nats.MsgHandler
+	}{
+		{oauth.LoginSubject(n.cfg.NATS.Prefix), n.answerLogin},
+		{oauth.ResealSubject(n.cfg.NATS.Prefix), n.answerReseal},
+	} {
+		sub, err := n.nc.QueueSubscribe(h.subject, "sharedos-oauth", h.answer)
+		if err != nil {
+			return fmt.Errorf("node: oauth %s: %w", h.subject, err)
+		}
+		n.oauth.subs = append(n.oauth.subs, sub)
 	}
-	n.oauth.sub = sub
 	return nil
 }
 
-// answerLogin starts a login for an admin: the link to give the person.
-func (n *Node) answerLogin(m *nats.Msg) {
-	rep := oauth.LoginReply{}
-	refuse := func(code reason.Code, format string, args ...any) {
-		rep.Error = &oauth.ReplyError{Code: string(code), Message: fmt.Sprintf(format, args...)}
-	}
-	defer func() {
-		b, _ := json.Marshal(rep)
-		_ = m.Respond(b)
-	}()
+// adminOf is the admin identity m came from (its account, from the
+// server-set Nats-Request-Info), or the refusal for one that is not.
+func (n *Node) adminOf(m *nats.Msg) (string, *oauth.ReplyError) {
 	var ci struct {
 		Account string `json:"acc"`
 	}
 	info := m.Header.Get("Nats-Request-Info")
 	if len(info) > 4096 || json.Unmarshal([]byte(info), &ci) != nil || ci.Account == "" {
-		refuse(reason.PolicyForbidden, "the request did not come through an admin identity's account")
-		return
+		return "", &oauth.ReplyError{Code: string(reason.PolicyForbidden), Message: "the request did not come through an admin identity's account"}
 	}
 	if id, ok := n.identities().Lookup(ci.Account); !ok || id.Role != identity.Admin {
-		refuse(reason.PolicyForbidden, "bus identity %q is not an admin", ci.Account)
+		return "", &oauth.ReplyError{Code: string(reason.PolicyForbidden), Message: fmt.Sprintf("bus identity %q is not an admin", ci.Account)}
+	}
+	return ci.Account, nil
+}
+
+// respond answers m with rep as JSON.
+func respond(m *nats.Msg, rep any) {
+	b, _ := json.Marshal(rep)
+	_ = m.Respond(b)
+}
+
+// answerLogin starts a login for an admin: the link to give the person.
+func (n *Node) answerLogin(m *nats.Msg) {
+	rep := oauth.LoginReply{}
+	defer respond(m, &rep)
+	refuse := func(code reason.Code, format string, args ...any) {
+		rep.Error = &oauth.ReplyError{Code: string(code), Message: fmt.Sprintf(format, args...)}
+	}
+	by, rerr := n.adminOf(m)
+	if rerr != nil {
+		rep.Error = rerr
 		return
 	}
 	var req oauth.LoginRequest
@@ -136,11 +156,36 @@ func (n *Node) answerLogin(m *nats.Msg) {
 			refuse(reason.InvalidRequest, "%s", err.Error())
 			return
 		}
-		n.log.Info("oauth: login started", "by", ci.Account, "provider", req.Provider, "tenant", req.Tenant, "profile", req.Profile, "principal", req.Principal)
+		n.log.Info("oauth: login started", "by", by, "provider", req.Provider, "tenant", req.Tenant, "profile", req.Profile, "principal", req.Principal)
 		rep.Login = &l
 		return
 	}
 	refuse(reason.InvalidRequest, "no mcp provider %q on this node", req.Provider)
+}
+
+// answerReseal reseals the stored grants under this node's current key
+// for an admin (oauth.Manager.Reseal).
+func (n *Node) answerReseal(m *nats.Msg) {
+	rep := oauth.ResealReply{}
+	defer respond(m, &rep)
+	by, rerr := n.adminOf(m)
+	if rerr != nil {
+		rep.Error = rerr
+		return
+	}
+	if n.oauth.m == nil {
+		rep.Error = &oauth.ReplyError{Code: string(reason.InvalidRequest), Message: "no mcp provider of this node uses OAuth"}
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	r, err := n.oauth.m.Reseal(ctx)
+	if err != nil {
+		rep.Error = &oauth.ReplyError{Code: string(reason.ProviderUnavailable), Message: err.Error()}
+		return
+	}
+	n.log.Info("oauth: grants resealed", "by", by, "key_id", r.KeyID, "resealed", r.Resealed, "unreadable", len(r.Unreadable))
+	rep.Report = &r
 }
 
 // stopOAuth ends the login subscription and the store's connections.
@@ -148,8 +193,8 @@ func (n *Node) stopOAuth() {
 	if n.oauth == nil {
 		return
 	}
-	if n.oauth.sub != nil {
-		_ = n.oauth.sub.Unsubscribe()
+	for _, sub := range n.oauth.subs {
+		_ = sub.Unsubscribe()
 	}
 	if n.oauth.m != nil {
 		n.oauth.m.Close()

@@ -196,7 +196,8 @@ func (m *Manager) complete(ctx context.Context, state string, q map[string][]str
 		return p.Ref, tokenError(err)
 	}
 	prev, _, err := m.st.get(ctx, p.Ref)
-	if err != nil {
+	var kn *KeyNotHeldError
+	if err != nil && !errors.As(err, &kn) { // a grant no key here opens is replaced
 		return p.Ref, &Error{kind: ErrUnavailable, msg: err.Error()}
 	}
 	g := &grant{Access: tok.AccessToken, Refresh: tok.RefreshToken, Expiry: m.expiry(tok), Scopes: grantedScopes(tok, p.Scopes),
@@ -222,4 +223,14 @@ func checkIss(iss, issuer string, advertised bool) error {
 		return fmt.Errorf("oauth: the authorization response comes from issuer %q, not %q (RFC 9207): refused", bounded(iss), issuer)
 	}
 	return nil
+}
+
+// ResealSubject is the bus subject an admin asks a node to reseal the
+// stored grants on (Manager.Reseal): its request is empty.
+func ResealSubject(prefix string) string { return prefix + ".policy.oauth.reseal" }
+
+// ResealReply is what the reseal did, or a refusal.
+type ResealReply struct {
+	Report *ResealReport `json:"report,omitempty"`
+	Error  *ReplyError   `json:"error,omitempty"`
 }

@@ -177,7 +177,10 @@ var (
 func (m *Manager) Token(ctx context.Context, ref Ref, c *Client) (Token, error) {
 	g, _, err := m.st.get(ctx, ref)
 	if err != nil {
-		return Token{}, &Error{kind: ErrUnavailable, msg: err.Error()}
+		if kerr := keyNotHeld(ref, c, err); kerr != nil {
+			return Token{}, kerr
+		}
+		// A service's grant sealed by a key no longer held: obtained anew.
 	}
 	if g != nil && g.usable(m.now(), m.opts.Early) {
 		return tokenOf(g), nil
@@ -205,6 +208,21 @@ func (m *Manager) Token(ctx context.Context, ref Ref, c *Client) (Token, error) 
 	}
 }
 
+// keyNotHeld classifies a failed read of ref's grant: a record sealed by
+// a key this node does not hold is ErrAuthRequired for a person's grant
+// (authorize again, or reseal on a node holding the key) and nil for a
+// service's, which is obtained anew; anything else is ErrUnavailable.
+func keyNotHeld(ref Ref, c *Client, err error) error {
+	var kn *KeyNotHeldError
+	if !errors.As(err, &kn) {
+		return &Error{kind: ErrUnavailable, msg: err.Error()}
+	}
+	if c.Flow == FlowClientCredentials {
+		return nil
+	}
+	return &Error{kind: ErrAuthRequired, msg: fmt.Sprintf("%s: authorize it again (`node oauth login`), or run `node oauth reseal` on a node that still holds that key", err.Error())}
+}
+
 func tokenOf(g *grant) Token {
 	return Token{Access: g.Access, Identity: g.identity(), Scopes: slices.Clone(g.Scopes), Expiry: g.Expiry}
 }
@@ -220,7 +238,11 @@ func (m *Manager) renew(ctx context.Context, ref Ref, c *Client) (Token, error) 
 	for {
 		g, rev, err := m.st.get(ctx, ref)
 		if err != nil {
-			return Token{}, &Error{kind: ErrUnavailable, msg: err.Error()}
+			if kerr := keyNotHeld(ref, c, err); kerr != nil {
+				return Token{}, kerr
+			}
+			// g is nil and rev the unreadable record's: the new grant
+			// replaces it by compare-and-set like any other.
 		}
 		now := m.now()
 		switch {

@@ -3,6 +3,8 @@ package oauth_test
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"io"
 	"net/http"
@@ -33,8 +35,10 @@ type env struct {
 	rs    *oauthtest.ResourceServer
 	js    jetstream.JetStream
 	seal  *oauth.Sealer
-	cb    *httptest.Server // the node's callback listener
-	mgr   *oauth.Manager
+	// keyDir holds seal's key file.
+	keyDir string
+	cb     *httptest.Server // the node's callback listener
+	mgr    *oauth.Manager
 }
 
 func newEnv(t *testing.T) *env {
@@ -51,7 +55,8 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	e.js = js
-	if e.seal, err = oauth.LoadOrCreateKey(t.TempDir()); err != nil {
+	e.keyDir = t.TempDir()
+	if e.seal, err = oauth.LoadOrCreateKey(e.keyDir); err != nil {
 		t.Fatal(err)
 	}
 	mux := http.NewServeMux()
@@ -275,21 +280,159 @@ func TestTwoNodesRefreshingAtOnceRefreshOnce(t *testing.T) {
 
 func TestStoredGrantOpensOnlyUnderItsKey(t *testing.T) {
 	e := newEnv(t)
-	ref := oauth.Ref{Server: "gh", Tenant: "acme", Profile: "bot"}
-	if _, err := e.mgr.Token(ctxT(t), ref, e.service()); err != nil {
+	svc := oauth.Ref{Server: "gh", Tenant: "acme", Profile: "bot"}
+	if _, err := e.mgr.Token(ctxT(t), svc, e.service()); err != nil {
 		t.Fatal(err)
 	}
+	ada := e.login(t, "ada")
 	other, err := oauth.LoadOrCreateKey(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := oauth.New(ctxT(t), e.js, other, &oauth.Options{Now: e.clock.Now})
+	m := e.managerWith(t, "n2", other)
+	// A person's grant sealed by a key this node does not hold: authorize
+	// again, told which key sealed it.
+	_, err = m.Token(ctxT(t), ada, e.person())
+	if !errors.Is(err, oauth.ErrAuthRequired) || !strings.Contains(err.Error(), e.seal.KeyID()) {
+		t.Fatalf("a grant under a key not held: %v, want auth required naming key %s", err, e.seal.KeyID())
+	}
+	// A service's is obtained anew, replacing the unreadable record.
+	if _, err := m.Token(ctxT(t), svc, e.service()); err != nil || e.as.Requests("client_credentials") != 2 {
+		t.Fatalf("a service grant under a key not held is obtained anew: %v, %d requests", err, e.as.Requests("client_credentials"))
+	}
+}
+
+func TestRetiredKeyOpensAndResealMovesGrantsToTheCurrentKey(t *testing.T) {
+	e := newEnv(t)
+	svc := oauth.Ref{Server: "gh", Tenant: "acme", Profile: "bot"}
+	if _, err := e.mgr.Token(ctxT(t), svc, e.service()); err != nil {
+		t.Fatal(err)
+	}
+	ada := e.login(t, "ada")
+	oldKey := e.seal.KeyID()
+	if got := e.sealedBy(t, ada); got != oldKey {
+		t.Fatalf("the record names key %s, want the sealer's %s", got, oldKey)
+	}
+	oldBytes := readKey(t, e.keyDir)
+	// Rotate: a new current key, the old one retired (open only).
+	dir := t.TempDir()
+	writeKey(t, filepath.Join(dir, oauth.KeyFileName+".old"), oldBytes)
+	rotated, err := oauth.LoadOrCreateKey(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer m.Close()
-	if _, err := m.Token(ctxT(t), ref, e.service()); err == nil || errors.Is(err, oauth.ErrAuthRequired) {
-		t.Fatalf("a node with another key reads nothing: %v", err)
+	if ids := rotated.KeyIDs(); len(ids) != 2 || ids[0] == oldKey || ids[1] != oldKey {
+		t.Fatalf("key ids %v: a new current key, then the retired one", ids)
+	}
+	m := e.managerWith(t, "n2", rotated)
+	for _, ref := range []oauth.Ref{svc, ada} {
+		if _, err := m.Token(ctxT(t), ref, e.clientOf(ref)); err != nil {
+			t.Fatalf("%s under the retired key opens: %v", ref, err)
+		}
+	}
+	rep, err := m.Reseal(ctxT(t))
+	if err != nil || rep.Resealed != 2 || rep.KeyID != rotated.KeyID() || len(rep.Unreadable) != 0 {
+		t.Fatalf("reseal: %+v %v, want both grants resealed under %s", rep, err, rotated.KeyID())
+	}
+	if got := e.sealedBy(t, ada); got != rotated.KeyID() {
+		t.Fatalf("after reseal the record names key %s", got)
+	}
+	if rep, err := m.Reseal(ctxT(t)); err != nil || rep.Resealed != 0 || rep.Current != 2 {
+		t.Fatalf("a second reseal has nothing to do: %+v %v", rep, err)
+	}
+	// The retired key removed: the grants open under the current key alone,
+	// with no new authorization.
+	only, err := oauth.NewSealer(readKey(t, dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m3 := e.managerWith(t, "n3", only)
+	for _, ref := range []oauth.Ref{svc, ada} {
+		if _, err := m3.Token(ctxT(t), ref, e.clientOf(ref)); err != nil {
+			t.Fatalf("%s after reseal, without the retired key: %v", ref, err)
+		}
+	}
+	if e.as.Requests("client_credentials") != 1 || e.as.Requests("authorization_code") != 1 {
+		t.Fatal("rotation obtained new grants; it should only reseal the stored ones")
+	}
+	// A node that never got the new key cannot read what was resealed:
+	// reseal lists it, the person's grant is auth required.
+	rep, err = e.mgr.Reseal(ctxT(t))
+	if err != nil || len(rep.Unreadable) != 2 || rep.Unreadable[0].KeyID != rotated.KeyID() {
+		t.Fatalf("reseal on a node without the new key: %+v %v", rep, err)
+	}
+	if _, err := e.mgr.Token(ctxT(t), ada, e.person()); !errors.Is(err, oauth.ErrAuthRequired) {
+		t.Fatalf("a grant sealed by a key not held: %v, want auth required", err)
+	}
+}
+
+// login authorizes principal's grant of the person profile as alice.
+func (e *env) login(t *testing.T, principal string) oauth.Ref {
+	t.Helper()
+	ref := oauth.Ref{Server: "gh", Tenant: "acme", Profile: "gh-user", Principal: principal}
+	l, err := e.mgr.BeginLogin(ctxT(t), ref, e.person())
+	if err != nil {
+		t.Fatal(err)
+	}
+	Login(t, l.URL, "alice", "pw-a")
+	return ref
+}
+
+func (e *env) clientOf(ref oauth.Ref) *oauth.Client {
+	if ref.Principal == "" {
+		return e.service()
+	}
+	return e.person()
+}
+
+func (e *env) managerWith(t *testing.T, holder string, s *oauth.Sealer) *oauth.Manager {
+	t.Helper()
+	m, err := oauth.New(ctxT(t), e.js, s, &oauth.Options{Holder: holder, Now: e.clock.Now, RedirectURL: e.cb.URL + oauth.CallbackPath})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Close)
+	return m
+}
+
+// sealedBy is the key id ref's stored record names (after the magic).
+func (e *env) sealedBy(t *testing.T, ref oauth.Ref) string {
+	t.Helper()
+	kv, err := e.js.KeyValue(ctxT(t), oauth.DefaultBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, _ := kv.Keys(ctxT(t))
+	for _, k := range keys {
+		if strings.HasSuffix(k, "."+base64.RawURLEncoding.EncodeToString([]byte(ref.Principal))) {
+			v, _ := kv.Get(ctxT(t), k)
+			if !bytes.HasPrefix(v.Value(), []byte("SK1\x00")) {
+				t.Fatalf("record %s has no key id", k)
+			}
+			return hex.EncodeToString(v.Value()[4:12])
+		}
+	}
+	t.Fatalf("no record for %s", ref)
+	return ""
+}
+
+func readKey(t *testing.T, dir string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, oauth.KeyFileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := hex.DecodeString(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+func writeKey(t *testing.T, path string, key []byte) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(hex.EncodeToString(key)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -309,6 +452,26 @@ func TestKeyFileIsPrivateAndCreatedOnce(t *testing.T) {
 	}
 	if _, err := b.Open(sealed, []byte("other")); err == nil {
 		t.Fatal("a record moved to another key does not open")
+	}
+	// A retired key beside it opens what it sealed; the current one seals.
+	retired := filepath.Join(dir, oauth.KeyFileName+".old")
+	writeKey(t, retired, bytes.Repeat([]byte{7}, 32))
+	old, _ := oauth.NewSealer(bytes.Repeat([]byte{7}, 32))
+	c, err := oauth.LoadOrCreateKey(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := c.Open(old.Seal([]byte("y"), []byte("k")), []byte("k")); err != nil || string(got) != "y" || c.KeyID() != a.KeyID() {
+		t.Fatalf("a retired key opens, the current one still seals: %v", err)
+	}
+	if err := os.Chmod(retired, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := oauth.LoadOrCreateKey(dir); err == nil {
+		t.Fatal("a retired key file others may read is refused")
+	}
+	if err := os.Remove(retired); err != nil {
+		t.Fatal(err)
 	}
 	path := filepath.Join(dir, oauth.KeyFileName)
 	if err := os.Chmod(path, 0o644); err != nil {

@@ -136,7 +136,9 @@ func openStore(ctx context.Context, js jetstream.JetStream, bucket string, repli
 	return &store{kv: kv, logins: logins, sealer: sealer}, nil
 }
 
-// get reads ref's grant and its revision; (nil, 0, nil) when there is none.
+// get reads ref's grant and its revision; (nil, 0, nil) when there is
+// none. A record sealed by a key this node does not hold is (nil, its
+// revision, an error wrapping *KeyNotHeldError).
 func (s *store) get(ctx context.Context, ref Ref) (*grant, uint64, error) {
 	e, err := s.kv.Get(ctx, ref.key())
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
@@ -147,6 +149,10 @@ func (s *store) get(ctx context.Context, ref Ref) (*grant, uint64, error) {
 	}
 	var g grant
 	if err := s.open(e.Value(), ref.key(), &g); err != nil {
+		var kn *KeyNotHeldError
+		if errors.As(err, &kn) {
+			return nil, e.Revision(), fmt.Errorf("oauth: the grant of %s: %w", ref, err)
+		}
 		return nil, 0, fmt.Errorf("oauth: the grant of %s: %w", ref, err)
 	}
 	return &g, e.Revision(), nil
