@@ -11,7 +11,7 @@
 //	node policy get|put|delete|list|export|diff|import  (as an admin identity)
 //	node contracts list|diff|accept|reject              (as an approver identity)
 //	node approvals list|show|approve|deny               (as an approver identity)
-//	node oauth login|reseal                      (as an admin identity)
+//	node oauth login|logout|reseal                      (as an admin identity)
 //	node status | identities
 //	node console                               a login link to the operator console (docs/console.md)
 //
@@ -64,7 +64,8 @@ const usage = `usage: node COMMAND [SUBCOMMAND] [flags] [arguments]
   node contracts list [--tenant T] [--pending] | diff TENANT/PROVIDER/TOOL
   node contracts accept|reject TENANT/PROVIDER/TOOL --revision R [--why TEXT]
   node approvals list [--tenant T] [--all] | show ID | approve ID [--why TEXT] | deny ID [--why TEXT]
-  node oauth login --provider ID --tenant T --profile P [--principal NAME] [--scope S,S] | reseal
+  node oauth login --provider ID --tenant T --profile P [--principal NAME] [--scope S,S]
+  node oauth logout --provider ID --tenant T --profile P [--principal NAME] | reseal
   node status [--http ADDR]
   node identities [--creds-dir DIR]
   node console [--node ID] [--http ADDR] [--as NAME]   print a login link to the operator console

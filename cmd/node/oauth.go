@@ -13,9 +13,10 @@ import (
 	"github.com/sharedos/sharedos/reason"
 )
 
-var oauthSubcommands = []string{"login", "reseal"}
+var oauthSubcommands = []string{"login", "logout", "reseal"}
 
 const oauthUsage = `usage: node oauth login --provider ID --tenant T --profile P [--principal NAME] [--scope S,S] [flags]
+       node oauth logout --provider ID --tenant T --profile P [--principal NAME] [flags]
        node oauth reseal [flags]
 
   login   start authorizing an MCP server's authorization_code credential
@@ -25,6 +26,10 @@ const oauthUsage = `usage: node oauth login --provider ID --tenant T --profile P
           A per-principal profile names the principal whose account it is;
           --scope asks for scopes beyond the profile's (what an
           insufficient_scope refusal named).
+  logout  withdraw one grant: a per-principal profile's principal's (named
+          with --principal), else the profile's own. It is deleted for
+          every node; the principal's next turn is auth_required until they
+          log in again, and nothing discovered with it is served again.
   reseal  seal every stored grant under the answering node's current key
           (after a key rotation; docs/security.md, "Rotating the OAuth
           sealing key"): prints how many were resealed and the grants it
@@ -33,7 +38,7 @@ const oauthUsage = `usage: node oauth login --provider ID --tenant T --profile P
 The identity is an admin (--as admin by default; docs/security.md). Also takes
 --config FILE, --nats URL, --prefix P, --creds FILE, --as NAME,
 --inbox-prefix P and --timeout D. login prints {"url": ..., "expires": ...};
-reseal prints its report; a refusal prints {"refused": CODE, "message": ...}
+logout prints {"withdrawn": true}; reseal prints its report; a refusal prints {"refused": CODE, "message": ...}
 and exits 3.`
 
 func oauthCmd(args []string) error {
@@ -42,6 +47,8 @@ func oauthCmd(args []string) error {
 		return err
 	}
 	switch sub {
+	case "logout":
+		return oauthLogout(args)
 	case "reseal":
 		return oauthReseal(args)
 	}
@@ -60,9 +67,18 @@ func oauthFlags(sub, synopsis, about string) (*flag.FlagSet, *conn, *time.Durati
 	return fs, c, timeout
 }
 
-// oauthRequest sends req to subject(prefix) as c and decodes the answer into rep
-// (bounded); refusal is rep's error, nil when it has none.
-func oauthRequest(c *conn, subject func(prefix string) string, req any, timeout time.Duration, rep any, refusal func() *oauth.ReplyError) error {
+// oauthRequest sends req to subject(prefix) as c and decodes the answer
+// into rep (bounded); answer gives rep's refusal (nil when none) and
+// whether rep is a whole answer (a refusal or a result). Its errors
+// are prefixed "oauth sub".
+func oauthRequest(sub string, c *conn, subject func(prefix string) string, req any, timeout time.Duration, rep any, answer func() (*oauth.ReplyError, bool)) error {
+	if err := oauthExchange(c, subject, req, timeout, rep, answer); err != nil {
+		return fmt.Errorf("oauth %s: %w", sub, err)
+	}
+	return nil
+}
+
+func oauthExchange(c *conn, subject func(prefix string) string, req any, timeout time.Duration, rep any, answer func() (*oauth.ReplyError, bool)) error {
 	nc, err := c.dial()
 	if err != nil {
 		return err
@@ -79,10 +95,23 @@ func oauthRequest(c *conn, subject func(prefix string) string, req any, timeout 
 	if len(m.Data) > 1<<20 || json.Unmarshal(m.Data, rep) != nil {
 		return errors.New("a malformed answer")
 	}
-	if re := refusal(); re != nil {
+	re, ok := answer()
+	if re != nil {
 		return policyRefusal(reason.New(reason.Code(re.Code), "%s", re.Message))
 	}
+	if !ok {
+		return errors.New("a malformed answer")
+	}
 	return nil
+}
+
+// grantFlags are the flags naming one grant: --provider, --tenant,
+// --profile and --principal.
+func grantFlags(fs *flag.FlagSet, provider, tenant, profile, principal *string) {
+	fs.StringVar(provider, "provider", "", "the MCP provider's id (providers[].id)")
+	fs.StringVar(tenant, "tenant", "", "the credential profile's tenant")
+	fs.StringVar(profile, "profile", "", "the credential profile")
+	fs.StringVar(principal, "principal", "", "whose grant (a per-principal profile)")
 }
 
 func oauthLogin(args []string) error {
@@ -90,10 +119,7 @@ func oauthLogin(args []string) error {
 		"Starts an OAuth authorization (authorization code with PKCE) of an MCP server's credential\n"+
 			"profile and prints the link to open; see docs/discovery.md, \"OAuth\".")
 	var req oauth.LoginRequest
-	fs.StringVar(&req.Provider, "provider", "", "the MCP provider's id (providers[].id)")
-	fs.StringVar(&req.Tenant, "tenant", "", "the credential profile's tenant")
-	fs.StringVar(&req.Profile, "profile", "", "the credential profile")
-	fs.StringVar(&req.Principal, "principal", "", "whose account (a per-principal profile)")
+	grantFlags(fs, &req.Provider, &req.Tenant, &req.Profile, &req.Principal)
 	scopes := fs.String("scope", "", "scopes to ask for beyond the profile's, comma-separated (step-up)")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -105,12 +131,8 @@ func oauthLogin(args []string) error {
 		return usageError{errors.New("oauth login needs --provider, --tenant and --profile (node oauth login -h for usage)")}
 	}
 	var rep oauth.LoginReply
-	err := oauthRequest(c, oauth.LoginSubject, req, *timeout, &rep, func() *oauth.ReplyError { return rep.Error })
-	if err == nil && rep.Login == nil {
-		err = errors.New("a malformed answer")
-	}
-	if err != nil {
-		return fmt.Errorf("oauth login: %w", err)
+	if err := oauthRequest("login", c, oauth.LoginSubject, req, *timeout, &rep, func() (*oauth.ReplyError, bool) { return rep.Error, rep.Login != nil }); err != nil {
+		return err
 	}
 	fmt.Fprintf(stderr, "Open this link to authorize %s/%s on %s (until %s):\n%s\n", req.Tenant, req.Profile, req.Provider, rep.Login.Expires.Format(time.RFC3339), rep.Login.URL)
 	return printJSON(rep.Login)
@@ -127,12 +149,27 @@ func oauthReseal(args []string) error {
 		return usageError{errors.New("oauth reseal takes no arguments (node oauth reseal -h for usage)")}
 	}
 	var rep oauth.ResealReply
-	err := oauthRequest(c, oauth.ResealSubject, struct{}{}, *timeout, &rep, func() *oauth.ReplyError { return rep.Error })
-	if err == nil && rep.Report == nil {
-		err = errors.New("a malformed answer")
-	}
-	if err != nil {
-		return fmt.Errorf("oauth reseal: %w", err)
+	if err := oauthRequest("reseal", c, oauth.ResealSubject, struct{}{}, *timeout, &rep, func() (*oauth.ReplyError, bool) { return rep.Error, rep.Report != nil }); err != nil {
+		return err
 	}
 	return printJSON(rep.Report)
+}
+
+func oauthLogout(args []string) error {
+	fs, c, timeout := oauthFlags("logout", "--provider ID --tenant T --profile P [--principal NAME] [flags]",
+		"Withdraws one OAuth grant of an MCP server's credential profile (deleted for every node);\n"+
+			"see docs/discovery.md, \"OAuth\".")
+	var req oauth.LogoutRequest
+	grantFlags(fs, &req.Provider, &req.Tenant, &req.Profile, &req.Principal)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if req.Provider == "" || req.Tenant == "" || req.Profile == "" || fs.NArg() != 0 {
+		return usageError{errors.New("oauth logout needs --provider, --tenant and --profile (node oauth logout -h for usage)")}
+	}
+	var rep oauth.LogoutReply
+	if err := oauthRequest("logout", c, oauth.LogoutSubject, req, *timeout, &rep, func() (*oauth.ReplyError, bool) { return rep.Error, rep.Withdrawn }); err != nil {
+		return err
+	}
+	return printJSON(&rep)
 }

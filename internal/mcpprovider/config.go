@@ -80,6 +80,14 @@ type Config struct {
 	Requirement string `yaml:"requirement"`
 
 	Limits Limits `yaml:"limits"`
+
+	// MaxPrincipals bounds the principals of per-principal OAuth profiles
+	// whose session and snapshots are held in memory (default 1,024);
+	// PrincipalIdle is how long one unused is kept (default 30m). Past
+	// either, the least recently used not in use is let go: its session
+	// closed, its next turn connects and discovers again.
+	MaxPrincipals int      `yaml:"max_principals"`
+	PrincipalIdle Duration `yaml:"principal_idle"`
 }
 
 // Credential is one credential profile: where its secret is read from
@@ -329,6 +337,12 @@ func (c Config) withDefaults(id string) Config {
 		c.Requirement = "mcp/" + id + "/{tool}"
 	}
 	c.Limits = c.Limits.withDefaults()
+	if c.MaxPrincipals <= 0 {
+		c.MaxPrincipals = 1024
+	}
+	if c.PrincipalIdle <= 0 {
+		c.PrincipalIdle = Duration(30 * time.Minute)
+	}
 	return c
 }
 

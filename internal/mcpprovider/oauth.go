@@ -150,3 +150,37 @@ func (p *Provider) ClientSecret(ref oauth.Ref) (string, error) {
 	}
 	return cred.OAuth.clientSecret()
 }
+
+// Logout withdraws one grant of an OAuth profile: principal's for a
+// per-principal profile (required), the profile's own for a shared or
+// service one (principal ignored). The grant is deleted from the OAuth
+// store, so every node's next discovery or call with it is auth_required
+// (a service's grant is obtained anew), and this node lets go of the
+// session and snapshots made with it at once; a later login is a new
+// grant identity, so no node serves what was discovered with this one.
+func (p *Provider) Logout(ctx context.Context, tenant, profile, principal string) error {
+	key, cred, ok := p.cfg.profileFor(tenant, profile)
+	if !ok || cred == nil || cred.OAuth == nil {
+		return fmt.Errorf("mcp server %s: no oauth credential profile %s/%s", p.id, tenant, profile)
+	}
+	if p.opts.OAuth == nil {
+		return errors.New("mcpprovider: this host has no OAuth store")
+	}
+	if !cred.OAuth.perPrincipal() {
+		principal = ""
+	} else if principal == "" {
+		return fmt.Errorf("mcp server %s: profile %s/%s is authorized per principal: name the principal", p.id, tenant, profile)
+	} else {
+		key += "#" + principal
+	}
+	if err := p.opts.OAuth.Forget(ctx, oauth.Ref{Server: p.id, Tenant: tenant, Profile: profile, Principal: principal}); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	if pr := p.profiles[key]; pr != nil && !p.closed {
+		p.evictLocked(key, pr)
+	}
+	p.mu.Unlock()
+	p.log.Info("mcp oauth grant withdrawn", "profile", key)
+	return nil
+}

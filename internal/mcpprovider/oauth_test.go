@@ -439,3 +439,94 @@ func TestOAuthStepUpReauthorizes(t *testing.T) {
 		t.Fatalf("after authorizing repo:admin: %+v %v", res, err)
 	}
 }
+
+// A logout withdraws one principal's grant on every node: their next
+// catalogue and their pinned turn's calls are auth_required, another
+// principal's grant is untouched, and after a new login no node serves
+// what it discovered with the withdrawn grant.
+func TestOAuthLogoutWithdrawsOnePrincipalsGrant(t *testing.T) {
+	e := newOAuthEnv(t)
+	_, p1 := e.node(t, "n1")
+	_, p2 := e.node(t, "n2")
+	e.login(t, p1, "ada", "alice", "pw-a")
+	e.login(t, p1, "bea", "bob", "pw-b")
+	pinned, err := p1.Catalog(ctxT(t), as("ada", "gh-user"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p2.Catalog(ctxT(t), as("ada", "gh-user")); err != nil {
+		t.Fatal(err)
+	}
+	if err := p1.Logout(ctxT(t), "acme", "gh-user", ""); err == nil {
+		t.Fatal("a per-principal profile's logout names the principal")
+	}
+	if err := p1.Logout(ctxT(t), "acme", "gh-user", "ada"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p1.Catalog(ctxT(t), as("ada", "gh-user")); reason.Of(err) != reason.AuthRequired {
+		t.Fatalf("after the logout, on the node that did it: %v, want auth_required", err)
+	}
+	if _, err := call(t, p1, as("ada", "gh-user"), pinned, "read_repo"); reason.Of(err) != reason.AuthRequired {
+		t.Fatalf("a pinned turn's call after the logout: %v, want auth_required", err)
+	}
+	if _, err := p1.Catalog(ctxT(t), as("bea", "gh-user")); err != nil {
+		t.Fatalf("another principal's grant is untouched: %v", err)
+	}
+	// The same account authorizes again, same scopes: node 2 discovered
+	// with the withdrawn grant and must not serve that.
+	e.login(t, p1, "ada", "alice", "pw-a")
+	before := p2.Discoveries()
+	if _, err := p2.Catalog(ctxT(t), as("ada", "gh-user")); err != nil {
+		t.Fatal(err)
+	}
+	if p2.Discoveries() != before+1 {
+		t.Fatalf("node 2 served the catalogue discovered with the withdrawn grant (%d discoveries, was %d)", p2.Discoveries(), before)
+	}
+	e.assertStatusHasNoToken(t, p1)
+}
+
+// What a provider holds per principal is bounded: past MaxPrincipals the
+// least recently used is let go, past PrincipalIdle any unused one, and a
+// principal let go connects and discovers again on their next turn.
+func TestOAuthPrincipalSessionsAreBounded(t *testing.T) {
+	e := newOAuthEnv(t)
+	m, _ := e.node(t, "n1")
+	cfg := e.cfg
+	cfg.MaxPrincipals, cfg.PrincipalIdle = 2, mcpprovider.Duration(time.Hour)
+	p, err := mcpprovider.New("gh", cfg, &mcpprovider.Options{OAuth: m, Now: e.clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	held := func() []string {
+		var out []string
+		for _, st := range p.Status() {
+			out = append(out, st.Profile)
+		}
+		slices.Sort(out)
+		return out
+	}
+	for _, who := range []string{"ada", "bea", "cy"} {
+		e.login(t, p, who, "alice", "pw-a")
+	}
+	for _, who := range []string{"ada", "bea", "ada", "cy"} {
+		if _, err := p.Catalog(ctxT(t), as(who, "gh-user")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := held(); !slices.Equal(got, []string{"acme/gh-user#ada", "acme/gh-user#cy"}) {
+		t.Fatalf("held %v: at most 2, bea (least recently used) let go", got)
+	}
+	before := p.Discoveries()
+	if _, err := p.Catalog(ctxT(t), as("bea", "gh-user")); err != nil || p.Discoveries() != before+1 {
+		t.Fatalf("bea again: %v, %d discoveries (was %d): connects and discovers anew", err, p.Discoveries(), before)
+	}
+	e.clock.Advance(2 * time.Hour)
+	e.login(t, p, "dee", "alice", "pw-a")
+	if _, err := p.Catalog(ctxT(t), as("dee", "gh-user")); err != nil {
+		t.Fatal(err)
+	}
+	if got := held(); !slices.Equal(got, []string{"acme/gh-user#dee"}) {
+		t.Fatalf("held %v: the idle ones let go", got)
+	}
+}

@@ -71,6 +71,10 @@ type Provider struct {
 	mu       sync.Mutex
 	closed   bool
 	profiles map[string]*profile
+	// principals counts the per-principal profiles in profiles (bounded
+	// by cfg.MaxPrincipals); swept is when idle ones were last let go.
+	principals int
+	swept      time.Time
 
 	discoveries atomic.Int64
 	// warmed is closed once every eager profile's first discovery ended
@@ -93,6 +97,13 @@ type profile struct {
 	client *oauth.Client
 	grant  string
 	bearer string
+	// perPrincipal: one principal's own grant, let go when idle (evict).
+	// used is when it was last taken (guarded by Provider.mu); holds
+	// counts those using it now (a catalogue, a call, a discovery), which
+	// keep it from being let go.
+	perPrincipal bool
+	used         time.Time
+	holds        atomic.Int32
 
 	mu        sync.Mutex
 	session   *mcp.ClientSession
@@ -264,9 +275,9 @@ func (p *Provider) Close() error {
 	return errors.Join(errs...)
 }
 
-// profileOf returns the state of a configured credential profile, or a
-// failure for one that is not configured (its turns get nothing, and
-// never another profile's tools).
+// profileOf returns the state of a configured credential profile, held
+// (release with pr.holds.Add(-1)), or a failure for one that is not
+// configured (its turns get nothing, and never another profile's tools).
 func (p *Provider) profileOf(access authority.AccessContext) (*profile, error) {
 	key, cred, ok := p.cfg.profileFor(access.Tenant, access.CredentialProfile)
 	if !ok {
@@ -283,14 +294,21 @@ func (p *Provider) profileOf(access authority.AccessContext) (*profile, error) {
 		principal = access.Principal
 		key += "#" + principal // each principal's own grant, session and snapshots
 	}
+	now := p.opts.Now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
 		return nil, reason.New(reason.ProviderUnavailable, "mcp server %s: closed", p.id)
 	}
 	pr := p.profiles[key]
+	if pr == nil || principal != "" && now.Sub(p.swept) >= time.Duration(p.cfg.PrincipalIdle)/8 {
+		p.evictIdle(now, principal != "" && pr == nil)
+	}
 	if pr == nil {
-		pr = &profile{key: key, cred: cred, state: StateUnknown, since: p.opts.Now(), snaps: map[string]*snapshot{}, flights: map[string]*flight{}}
+		pr = &profile{key: key, cred: cred, state: StateUnknown, since: now, snaps: map[string]*snapshot{}, flights: map[string]*flight{}, perPrincipal: principal != ""}
+		if pr.perPrincipal {
+			p.principals++
+		}
 		if cred != nil {
 			pr.tenant, pr.name = cred.Tenant, cred.Profile
 		}
@@ -301,7 +319,61 @@ func (p *Provider) profileOf(access authority.AccessContext) (*profile, error) {
 		}
 		p.profiles[key] = pr
 	}
+	pr.used = now
+	pr.holds.Add(1)
 	return pr, nil
+}
+
+// evictIdle lets go of the per-principal profiles unused for
+// PrincipalIdle and, when adding is set and MaxPrincipals are held, of the
+// least recently used until there is room: each is removed and its
+// session closed (in the background), so its principal's next turn
+// connects and discovers again. One in use is never let go, so the bound
+// is exceeded only by as many as are in use at once. Caller holds p.mu.
+func (p *Provider) evictIdle(now time.Time, adding bool) {
+	p.swept = now
+	idle := time.Duration(p.cfg.PrincipalIdle)
+	for k, pr := range p.profiles {
+		if pr.perPrincipal && pr.holds.Load() == 0 && now.Sub(pr.used) >= idle {
+			p.evictLocked(k, pr)
+		}
+	}
+	for adding && p.principals >= p.cfg.MaxPrincipals {
+		var lru *profile
+		for _, pr := range p.profiles {
+			if pr.perPrincipal && pr.holds.Load() == 0 && (lru == nil || pr.used.Before(lru.used)) {
+				lru = pr
+			}
+		}
+		if lru == nil {
+			return // every one is in use
+		}
+		p.evictLocked(lru.key, lru)
+	}
+}
+
+// evictLocked removes pr (at key) and closes its session in the
+// background; a holder still using it finishes on it. Caller holds p.mu.
+func (p *Provider) evictLocked(key string, pr *profile) {
+	delete(p.profiles, key)
+	if pr.perPrincipal {
+		p.principals--
+	}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		pr.mu.Lock()
+		cs := pr.session
+		pr.session = nil
+		for _, s := range pr.snaps {
+			s.stale = true
+		}
+		pr.mu.Unlock()
+		if cs != nil {
+			_ = cs.Close()
+		}
+		p.log.Debug("mcp principal session let go", "profile", pr.key)
+	}()
 }
 
 func whoOf(a authority.AccessContext) string { return a.Tenant + "/" + a.Principal }
@@ -381,6 +453,7 @@ func (p *Provider) current(ctx context.Context, access authority.AccessContext, 
 	if err != nil {
 		return nil, err
 	}
+	defer pr.holds.Add(-1)
 	// An OAuth profile's grant is checked first: one that cannot be used
 	// serves nothing, not even a fresh snapshot, and one that changed
 	// leaves no snapshot of the old one to serve.
@@ -410,7 +483,9 @@ func (p *Provider) current(ctx context.Context, access authority.AccessContext, 
 		if f == nil {
 			f = &flight{done: make(chan struct{}), who: who}
 			pr.flights[fkey] = f
+			pr.holds.Add(1) // the discovery's own, while this call's keeps pr in place
 			if !p.goBg(func() { p.discover(pr, fkey, f) }) {
+				pr.holds.Add(-1)
 				delete(pr.flights, fkey)
 				pr.mu.Unlock()
 				return nil, reason.New(reason.ProviderUnavailable, "mcp server %s: closed", p.id)
@@ -468,6 +543,7 @@ func (p *Provider) discover(pr *profile, fkey string, f *flight) {
 	defer func() {
 		delete(pr.flights, fkey)
 		pr.mu.Unlock()
+		pr.holds.Add(-1) // taken by current for this discovery; released before its waiters go on
 		close(f.done)
 	}()
 	if err != nil {
@@ -861,6 +937,7 @@ func (p *Provider) call(ctx context.Context, access authority.AccessContext, t *
 	if err != nil {
 		return providers.Result{}, providers.NotDispatched(err)
 	}
+	defer pr.holds.Add(-1)
 	res, err, retry := p.callOnce(ctx, pr, access, t, args)
 	if retry && ctx.Err() == nil {
 		p.refreshBearer(ctx, pr)

@@ -14,6 +14,7 @@ import (
 	"github.com/sharedos/sharedos/internal/config"
 	"github.com/sharedos/sharedos/internal/identity"
 	"github.com/sharedos/sharedos/internal/mcpfront"
+	"github.com/sharedos/sharedos/internal/mcpprovider"
 	"github.com/sharedos/sharedos/internal/oauth"
 	"github.com/sharedos/sharedos/reason"
 )
@@ -95,6 +96,7 @@ func (n *Node) serveOAuth(mux *http.ServeMux) error {
 		answer  nats.MsgHandler
 	}{
 		{oauth.LoginSubject(n.cfg.NATS.Prefix), n.answerLogin},
+		{oauth.LogoutSubject(n.cfg.NATS.Prefix), n.answerLogout},
 		{oauth.ResealSubject(n.cfg.NATS.Prefix), n.answerReseal},
 	} {
 		sub, err := n.nc.QueueSubscribe(h.subject, "sharedos-oauth", h.answer)
@@ -122,6 +124,16 @@ func (n *Node) adminOf(m *nats.Msg) (string, *oauth.ReplyError) {
 	return ci.Account, nil
 }
 
+// adminRequest is the admin m came from, with m's body (at most 4 KiB)
+// decoded into req; else the refusal (usage says what a request is).
+func (n *Node) adminRequest(m *nats.Msg, req any, usage string) (string, *oauth.ReplyError) {
+	by, rerr := n.adminOf(m)
+	if rerr == nil && (len(m.Data) > 4096 || json.Unmarshal(m.Data, req) != nil) {
+		rerr = &oauth.ReplyError{Code: string(reason.InvalidRequest), Message: usage}
+	}
+	return by, rerr
+}
+
 // respond answers m with rep as JSON.
 func respond(m *nats.Msg, rep any) {
 	b, _ := json.Marshal(rep)
@@ -135,32 +147,65 @@ func (n *Node) answerLogin(m *nats.Msg) {
 	refuse := func(code reason.Code, format string, args ...any) {
 		rep.Error = &oauth.ReplyError{Code: string(code), Message: fmt.Sprintf(format, args...)}
 	}
-	by, rerr := n.adminOf(m)
+	var req oauth.LoginRequest
+	by, rerr := n.adminRequest(m, &req, "a login request is {provider, tenant, profile, principal, scopes}")
 	if rerr != nil {
 		rep.Error = rerr
 		return
 	}
-	var req oauth.LoginRequest
-	if len(m.Data) > 4096 || json.Unmarshal(m.Data, &req) != nil || len(req.Scopes) > 64 {
-		refuse(reason.InvalidRequest, "a login request is {provider, tenant, profile, principal}")
+	if len(req.Scopes) > 64 {
+		refuse(reason.InvalidRequest, "a login asks for at most 64 scopes")
 		return
 	}
+	mp, rerr := n.mcpProvider(req.Provider)
+	if rerr != nil {
+		rep.Error = rerr
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	l, err := mp.BeginLogin(ctx, req.Tenant, req.Profile, req.Principal, req.Scopes)
+	if err != nil {
+		refuse(reason.InvalidRequest, "%s", err.Error())
+		return
+	}
+	n.log.Info("oauth: login started", "by", by, "provider", req.Provider, "tenant", req.Tenant, "profile", req.Profile, "principal", req.Principal)
+	rep.Login = &l
+}
+
+// mcpProvider is this node's MCP provider id, or the refusal naming none.
+func (n *Node) mcpProvider(id string) (*mcpprovider.Provider, *oauth.ReplyError) {
 	for _, mp := range n.mcp {
-		if mp.ID() != req.Provider {
-			continue
+		if mp.ID() == id {
+			return mp, nil
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		l, err := mp.BeginLogin(ctx, req.Tenant, req.Profile, req.Principal, req.Scopes)
-		if err != nil {
-			refuse(reason.InvalidRequest, "%s", err.Error())
-			return
-		}
-		n.log.Info("oauth: login started", "by", by, "provider", req.Provider, "tenant", req.Tenant, "profile", req.Profile, "principal", req.Principal)
-		rep.Login = &l
+	}
+	return nil, &oauth.ReplyError{Code: string(reason.InvalidRequest), Message: fmt.Sprintf("no mcp provider %q on this node", id)}
+}
+
+// answerLogout withdraws one grant for an admin (mcpprovider's Logout):
+// deleted for every node, let go of here.
+func (n *Node) answerLogout(m *nats.Msg) {
+	rep := oauth.LogoutReply{}
+	defer respond(m, &rep)
+	var req oauth.LogoutRequest
+	by, rerr := n.adminRequest(m, &req, "a logout request is {provider, tenant, profile, principal}")
+	mp := (*mcpprovider.Provider)(nil)
+	if rerr == nil {
+		mp, rerr = n.mcpProvider(req.Provider)
+	}
+	if rerr != nil {
+		rep.Error = rerr
 		return
 	}
-	refuse(reason.InvalidRequest, "no mcp provider %q on this node", req.Provider)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := mp.Logout(ctx, req.Tenant, req.Profile, req.Principal); err != nil {
+		rep.Error = &oauth.ReplyError{Code: string(reason.InvalidRequest), Message: err.Error()}
+		return
+	}
+	n.log.Info("oauth: grant withdrawn", "by", by, "provider", req.Provider, "tenant", req.Tenant, "profile", req.Profile, "principal", req.Principal)
+	rep.Withdrawn = true
 }
 
 // answerReseal reseals the stored grants under this node's current key

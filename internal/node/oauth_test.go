@@ -172,6 +172,39 @@ func testOAuthLogin(t *testing.T, follow func(t *testing.T, as *oauthtest.Server
 		t.Fatalf("status after the login %+v", gh)
 	}
 
+	// The admin reseals (every grant is under the node's only key
+	// already) and withdraws ada's grant: her next turn is auth_required.
+	m, err = connectAs(t, n, "admin").Request(oauth.ResealSubject("sharedos"), []byte(`{}`), 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rr oauth.ResealReply
+	if err := json.Unmarshal(m.Data, &rr); err != nil || rr.Report == nil || rr.Report.Current != 1 || rr.Report.Resealed != 0 {
+		t.Fatalf("reseal: %s %v", m.Data, err)
+	}
+	out, _ := json.Marshal(oauth.LogoutRequest{Provider: "gh", Tenant: "acme", Profile: "gh-user", Principal: "ada"})
+	if m, err := connectAs(t, n, "runtime").Request(oauth.LogoutSubject("sharedos"), out, 300*time.Millisecond); err == nil {
+		var rep oauth.LogoutReply
+		if json.Unmarshal(m.Data, &rep) == nil && rep.Withdrawn {
+			t.Fatal("a runtime identity withdrew a grant")
+		}
+	}
+	if m, err = connectAs(t, n, "admin").Request(oauth.LogoutSubject("sharedos"), out, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	var lo oauth.LogoutReply
+	if err := json.Unmarshal(m.Data, &lo); err != nil || !lo.Withdrawn {
+		t.Fatalf("logout: %s %v", m.Data, err)
+	}
+	turn, err = rt.Open(ctx(t), access)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l, err = turn.ListTools(ctx(t)); err != nil || len(l.Tools) != 0 || len(l.Degraded) != 1 || l.Degraded[0].Code != "auth_required" {
+		t.Fatalf("after the logout: %+v %v, want no tools and gh degraded auth_required", l, err)
+	}
+	_ = turn.Close(ctx(t))
+
 	// No token anywhere: logs, audit trail, metrics, status.
 	issued := as.Issued()
 	if len(issued) < 2 {

@@ -201,7 +201,7 @@ func (m *Manager) complete(ctx context.Context, state string, q map[string][]str
 		return p.Ref, &Error{kind: ErrUnavailable, msg: err.Error()}
 	}
 	g := &grant{Access: tok.AccessToken, Refresh: tok.RefreshToken, Expiry: m.expiry(tok), Scopes: grantedScopes(tok, p.Scopes),
-		Issuer: p.Issuer, Resource: p.Resource, Flow: p.Flow, Epoch: 1, Obtained: m.now()}
+		Issuer: p.Issuer, Resource: p.Resource, Flow: p.Flow, Epoch: 1, Authz: rand.Text(), Obtained: m.now()}
 	if prev != nil {
 		g.Epoch = prev.Epoch + 1
 	}
@@ -233,4 +233,23 @@ func ResealSubject(prefix string) string { return prefix + ".policy.oauth.reseal
 type ResealReply struct {
 	Report *ResealReport `json:"report,omitempty"`
 	Error  *ReplyError   `json:"error,omitempty"`
+}
+
+// LogoutSubject is the bus subject an admin asks a node to withdraw one
+// grant on (a logout: the grant is deleted for every node).
+func LogoutSubject(prefix string) string { return prefix + ".policy.oauth.logout" }
+
+// LogoutRequest names the grant to withdraw: a per-principal profile's
+// principal, or (Principal empty) a shared or service profile's own.
+type LogoutRequest struct {
+	Provider  string `json:"provider"`
+	Tenant    string `json:"tenant"`
+	Profile   string `json:"profile"`
+	Principal string `json:"principal,omitempty"`
+}
+
+// LogoutReply says the grant is withdrawn, or refuses.
+type LogoutReply struct {
+	Withdrawn bool        `json:"withdrawn,omitempty"`
+	Error     *ReplyError `json:"error,omitempty"`
 }

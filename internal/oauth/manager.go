@@ -281,7 +281,7 @@ func (m *Manager) renew(ctx context.Context, ref Ref, c *Client) (Token, error) 
 			var e *Error
 			if errors.As(err, &e) && errors.Is(e, ErrAuthRequired) {
 				// Refused for good: keep the reason, drop the tokens.
-				failed := &grant{Issuer: held.Issuer, Resource: held.Resource, Flow: held.Flow, Epoch: held.Epoch, Failed: e.msg}
+				failed := &grant{Issuer: held.Issuer, Resource: held.Resource, Flow: held.Flow, Epoch: held.Epoch, Authz: held.Authz, Failed: e.msg}
 				if _, werr := m.st.put(ctx, ref, failed, leaseRev); werr != nil && !errors.Is(werr, errConflict) {
 					m.log.Warn("oauth: recording a refused refresh", "grant", ref.String(), "err", werr)
 				}
@@ -336,7 +336,7 @@ func (m *Manager) obtain(ctx context.Context, ref Ref, c *Client, prev *grant) (
 		cfg := oauth2.Config{ClientID: c.ClientID, ClientSecret: secret, Scopes: scopes,
 			Endpoint: oauth2.Endpoint{TokenURL: sm.as.TokenEndpoint, AuthStyle: authStyle(sm.as.TokenEndpointAuthMethodsSupported, secret)}}
 		tok, err = cfg.TokenSource(hctx, &oauth2.Token{RefreshToken: prev.Refresh, Expiry: time.Unix(1, 0)}).Token()
-		next.Epoch, next.Refreshes = prev.Epoch, prev.Refreshes+1
+		next.Epoch, next.Refreshes, next.Authz = prev.Epoch, prev.Refreshes+1, prev.Authz
 	} else {
 		if c.Flow != FlowClientCredentials {
 			return nil, &Error{kind: ErrAuthRequired, msg: fmt.Sprintf("%s has no refresh token: authorize it again", ref)}
@@ -345,9 +345,9 @@ func (m *Manager) obtain(ctx context.Context, ref Ref, c *Client, prev *grant) (
 			EndpointParams: map[string][]string{"resource": {sm.resource}},
 			AuthStyle:      authStyle(sm.as.TokenEndpointAuthMethodsSupported, secret)}
 		tok, err = cfg.Token(hctx)
-		next.Epoch = 1
+		next.Epoch, next.Authz = 1, rand.Text()
 		if prev != nil {
-			next.Epoch, next.Refreshes = prev.Epoch, prev.Refreshes+1
+			next.Epoch, next.Refreshes, next.Authz = prev.Epoch, prev.Refreshes+1, prev.Authz
 		}
 	}
 	if err != nil {
@@ -439,7 +439,11 @@ func (m *Manager) Invalidate(ctx context.Context, ref Ref, access string) {
 	}
 }
 
-// Forget deletes ref's grant (the profile's authorization is withdrawn).
+// Forget deletes ref's grant (the profile's authorization is withdrawn,
+// a logout): every node's next Token for it is ErrAuthRequired (a
+// client-credentials grant is obtained anew), and an authorization after
+// it is a new grant identity, so nothing discovered with this one is
+// served again.
 func (m *Manager) Forget(ctx context.Context, ref Ref) error {
 	if err := m.st.kv.Delete(ctx, ref.key()); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
 		return fmt.Errorf("oauth: forgetting %s: %w", ref, err)

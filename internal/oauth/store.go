@@ -50,14 +50,18 @@ func seg(s string) string {
 // grant is one stored authorization, sealed in the bucket. It holds the
 // tokens: never logged, put in an error or a status.
 type grant struct {
-	Access    string    `json:"access_token,omitempty"`
-	Refresh   string    `json:"refresh_token,omitempty"`
-	Expiry    time.Time `json:"expiry,omitzero"`
-	Scopes    []string  `json:"scopes,omitempty"`
-	Issuer    string    `json:"issuer,omitempty"`
-	Resource  string    `json:"resource,omitempty"`
-	Flow      string    `json:"flow,omitempty"`
-	Epoch     uint64    `json:"epoch"` // bumped by every authorization (a login, a first client-credentials grant)
+	Access   string    `json:"access_token,omitempty"`
+	Refresh  string    `json:"refresh_token,omitempty"`
+	Expiry   time.Time `json:"expiry,omitzero"`
+	Scopes   []string  `json:"scopes,omitempty"`
+	Issuer   string    `json:"issuer,omitempty"`
+	Resource string    `json:"resource,omitempty"`
+	Flow     string    `json:"flow,omitempty"`
+	Epoch    uint64    `json:"epoch"` // bumped by every authorization (a login, a first client-credentials grant)
+	// Authz is random, drawn by each authorization and kept by its
+	// refreshes: an authorization after the grant was forgotten (its
+	// epoch counting from 1 again) is still another identity.
+	Authz     string    `json:"authz,omitempty"`
 	Obtained  time.Time `json:"obtained,omitzero"`
 	Refreshes uint64    `json:"refreshes,omitempty"`
 	// Lease: a node is refreshing (until Until); others wait for its record.
@@ -78,13 +82,14 @@ func (g *grant) usable(now time.Time, early time.Duration) bool {
 	return g.Failed == "" && g.Access != "" && (g.Expiry.IsZero() || now.Add(early).Before(g.Expiry))
 }
 
-// identity is the grant's non-secret identity: its issuer, epoch and
-// scopes. A re-authorization or a refresh that changes the granted
-// scopes changes it; a refresh that rotates tokens alone does not.
+// identity is the grant's non-secret identity: its issuer, epoch,
+// authorization and scopes. A re-authorization (also after a logout) or a
+// refresh that changes the granted scopes changes it; a refresh that
+// rotates tokens alone does not.
 func (g *grant) identity() string {
 	sc := slices.Clone(g.Scopes)
 	slices.Sort(sc)
-	h := sha256.Sum256([]byte(g.Issuer + "\n" + strconv.FormatUint(g.Epoch, 10) + "\n" + strings.Join(sc, " ")))
+	h := sha256.Sum256([]byte(g.Issuer + "\n" + strconv.FormatUint(g.Epoch, 10) + "\n" + strings.Join(sc, " ") + "\n" + g.Authz))
 	return hex.EncodeToString(h[:8])
 }
 
