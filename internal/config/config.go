@@ -316,6 +316,12 @@ type Audit struct {
 	// tool.invoked is stored by the stream; "async" — events are
 	// published without waiting.
 	Durability string `yaml:"durability"`
+	// AwaitCompletion makes a call's answer wait for its tool.completed
+	// to be stored, one more stored commit per call. Default false: the
+	// answer waits for its tool.invoked and every earlier record of the
+	// turn, and its tool.completed is stored before anything later of
+	// the turn is answered or run (docs/audit.md).
+	AwaitCompletion bool `yaml:"await_completion"`
 	// FailOpen lets calls proceed when the stream cannot take events
 	// (default false: they are refused).
 	FailOpen bool `yaml:"fail_open"`

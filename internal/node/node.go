@@ -272,9 +272,10 @@ func Start(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err 
 	n.registerMCPMetrics()
 	n.kernel, err = actors.New(actors.Options{
 		Node: cfg.Node.ID, Providers: ps, Required: cfg.Required(), Authority: n.live, Credentials: n.live,
-		SharesTurns: func(opener, caller string) bool { return n.identities().SharesTurns(opener, caller) },
-		Sink:        n.watchTurns(observingSink{next: n.checkpoints, m: n.metrics}),
-		StepCeiling: cfg.Kernel.StepCeiling, MaxInFlightPerTurn: cfg.Kernel.MaxInFlightPerTurn, MaxTurns: cfg.Kernel.MaxTurns,
+		SharesTurns:     func(opener, caller string) bool { return n.identities().SharesTurns(opener, caller) },
+		Sink:            n.watchTurns(observingSink{next: n.checkpoints, m: n.metrics}),
+		AwaitCompletion: cfg.Audit.AwaitCompletion,
+		StepCeiling:     cfg.Kernel.StepCeiling, MaxInFlightPerTurn: cfg.Kernel.MaxInFlightPerTurn, MaxTurns: cfg.Kernel.MaxTurns,
 		MaxTurnsPerPrincipal: cfg.Kernel.MaxTurnsPerPrincipal, MaxLeasesPerTurn: cfg.Kernel.MaxLeasesPerTurn,
 		OpenRate:    actors.RateLimit(cfg.Kernel.OpenRate.Limit()),
 		CallRate:    actors.RateLimit(cfg.Kernel.CallRate.Limit()),
