@@ -177,7 +177,7 @@ func (e *Env) startNode(ctx context.Context, cfg nodeConfig) (_ *node, err error
 		stream := "BENCH_" + strings.ToUpper(n.prefix)
 		js, err := auditstore.NewJetStreamSink(ctx, n.nc, auditstore.JetStreamOptions{
 			Prefix: n.prefix, Stream: stream, Durability: cfg.audit, MaxAge: time.Hour, Logger: e.opts.Logger,
-			Tracer: cfg.tracing.Tracer(),
+			Tracer: cfg.tracing.Tracer(), MaxInFlight: e.opts.CommitsInFlight,
 		})
 		if err != nil {
 			return nil, err
@@ -248,7 +248,7 @@ func (e *Env) startNode(ctx context.Context, cfg nodeConfig) (_ *node, err error
 		return nil, err
 	}
 	n.kernel, err = actors.New(actors.Options{
-		Node: "bench", Providers: []providers.ContextToolProvider{n.counted}, Authority: auth, Credentials: creds, Sink: sink,
+		Node: "bench", Providers: []providers.ContextToolProvider{n.counted}, Authority: auth, Credentials: creds, Sink: sink, AwaitCompletion: e.opts.AwaitCompletion,
 		StepCeiling: cfg.stepCeiling, MaxTurns: cfg.maxTurns, MaxTurnsPerPrincipal: cfg.maxTurns, IdleTimeout: cfg.idleTimeout, Logger: e.opts.Logger,
 	})
 	if err != nil {

@@ -172,7 +172,8 @@ func Start(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err 
 		MaxBytes: cfg.Audit.MaxBytes, Replicas: cfg.Audit.Replicas, DuplicateWindow: time.Duration(cfg.Audit.DuplicateWindow),
 		Durability: cfg.Audit.Durability, FailOpen: cfg.Audit.FailOpen, Logger: n.log,
 		MaxSegmentBytes: cfg.SegmentBytes(), MaxWait: time.Duration(cfg.Audit.SegmentMaxWait), MaxPending: cfg.Audit.MaxPending,
-		AckTimeout: time.Duration(cfg.Audit.AckTimeout), RetryWindow: time.Duration(cfg.Audit.RetryWindow),
+		MaxInFlight: cfg.Audit.CommitsInFlight,
+		AckTimeout:  time.Duration(cfg.Audit.AckTimeout), RetryWindow: time.Duration(cfg.Audit.RetryWindow),
 		Tracer: n.tracing.Tracer(),
 		OnPublish: func(d time.Duration, err error) {
 			if n.metrics != nil {
