@@ -82,10 +82,8 @@ func (n *Node) serveOAuth(mux *http.ServeMux) error {
 			n.oauth.m.SetRedirectURL(strings.TrimSuffix(u, mcpfront.Path) + oauth.CallbackPath)
 		}
 		mux.Handle("GET "+oauth.CallbackPath, n.oauth.m.Callback(func(ref oauth.Ref) (string, error) {
-			for _, mp := range n.mcp {
-				if mp.ID() == ref.Server {
-					return mp.ClientSecret(ref)
-				}
+			if mp, ok := n.mcpProvider(ref.Server); ok {
+				return mp.ClientSecret(ref)
 			}
 			return "", fmt.Errorf("no mcp server %s", ref.Server)
 		}))
@@ -125,10 +123,7 @@ func (n *Node) answerLogin(m *nats.Msg) {
 		refuse(reason.InvalidRequest, "a login request is {provider, tenant, profile, principal}")
 		return
 	}
-	for _, mp := range n.mcp {
-		if mp.ID() != req.Provider {
-			continue
-		}
+	if mp, ok := n.mcpProvider(req.Provider); ok {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		l, err := mp.BeginLogin(ctx, req.Tenant, req.Profile, req.Principal, req.Scopes)
