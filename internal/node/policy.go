@@ -217,7 +217,7 @@ func (n *Node) PolicyView() *policy.View { return n.view }
 // identities and the embedded server's configuration is reloaded, which
 // disconnects an identity removed or re-keyed (its seed file replaced);
 // the NATS front and the policy service judge callers against the new
-// set. With an external cluster the operator applies the printed
+// set, and the front their opens and calls against its rates. With an external cluster the operator applies the printed
 // configuration to its servers (docs/operations.md, "Changing policy").
 func (n *Node) usePolicyIdentities(cfg *config.Config) error {
 	n.identityMu.Lock()
@@ -231,7 +231,7 @@ func (n *Node) usePolicyIdentities(cfg *config.Config) error {
 		if cur != nil && !slices.EqualFunc(ids.All(), cur.All(), sameIdentity) {
 			n.log.Warn("the policy's identities changed: print the external cluster's configuration with `node identities` and reload its servers (docs/operations.md)")
 		}
-		n.setIdentities(ids)
+		n.setIdentities(ids, cfg)
 		return nil
 	}
 	accounts, err := identity.Provision(n.credsDir, cfg.Bus(), ids.All())
@@ -239,22 +239,26 @@ func (n *Node) usePolicyIdentities(cfg *config.Config) error {
 		return fmt.Errorf("node: %w", err)
 	}
 	if accounts == n.accounts {
-		n.setIdentities(ids)
+		n.setIdentities(ids, cfg)
 		return nil
 	}
 	if err := n.srv.Reload(accounts); err != nil {
 		return fmt.Errorf("node: applying the policy's identities to the embedded server: %w", err)
 	}
 	n.accounts = accounts
-	n.setIdentities(ids)
+	n.setIdentities(ids, cfg)
 	n.log.Info("bus identities reloaded from the policy", "identities", names(ids.All()))
 	return nil
 }
 
-func (n *Node) setIdentities(ids *identity.Set) {
+// setIdentities makes the node judge callers against ids, and their
+// opens and calls against cfg's identity rates, from their next request
+// on. Called with identityMu held.
+func (n *Node) setIdentities(ids *identity.Set, cfg *config.Config) {
 	n.ids.Store(ids)
 	if n.front != nil {
 		n.front.SetIdentities(ids)
+		n.front.SetRates(cfg.IdentityRates())
 	}
 }
 
