@@ -15,6 +15,7 @@ import (
 	"github.com/sharedos/sharedos/internal/identity"
 	"github.com/sharedos/sharedos/internal/mcpfront"
 	"github.com/sharedos/sharedos/internal/oauth"
+	"github.com/sharedos/sharedos/internal/policy"
 	"github.com/sharedos/sharedos/reason"
 )
 
@@ -114,13 +115,18 @@ func (n *Node) answerLogin(m *nats.Msg) {
 		refuse(reason.PolicyForbidden, "the request did not come through an admin identity's account")
 		return
 	}
-	if id, ok := n.identities().Lookup(ci.Account); !ok || id.Role != identity.Admin {
+	id, ok := n.identities().Lookup(ci.Account)
+	if !ok || id.Role != identity.Admin {
 		refuse(reason.PolicyForbidden, "bus identity %q is not an admin", ci.Account)
 		return
 	}
 	var req oauth.LoginRequest
 	if len(m.Data) > 4096 || json.Unmarshal(m.Data, &req) != nil || len(req.Scopes) > 64 {
 		refuse(reason.InvalidRequest, "a login request is {provider, tenant, profile, principal}")
+		return
+	}
+	if !adminScope(id).Covers(policy.Key{Kind: policy.Credentials, Tenant: req.Tenant, Name: req.Profile}) {
+		refuse(reason.PolicyForbidden, "admin %s is bound to tenants %v: it authorizes only their credential profiles", ci.Account, id.Tenants)
 		return
 	}
 	if mp, ok := n.mcpProvider(req.Provider); ok {

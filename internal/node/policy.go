@@ -17,6 +17,7 @@ import (
 	"github.com/sharedos/sharedos/internal/config"
 	"github.com/sharedos/sharedos/internal/identity"
 	"github.com/sharedos/sharedos/internal/policy"
+	"github.com/sharedos/sharedos/reason"
 )
 
 // SeedAuthor is who the seed of an empty policy store is recorded as.
@@ -295,18 +296,47 @@ func sameIdentity(a, b identity.Identity) bool {
 // servePolicy serves the admin service (node policy) on the node's
 // connection, answering only admin identities: the bus gives no other
 // role the policy subjects, and a request that did not come through an
-// admin's account is refused policy_forbidden.
+// admin's account is refused policy_forbidden. A tenant admin is
+// confined to its tenants' keys; what it is refused is recorded
+// (policy.refused).
 func (n *Node) servePolicy() error {
 	svc, err := policy.Serve(n.nc, n.policy, policy.ServiceOptions{
 		Prefix: n.cfg.NATS.Prefix, Logger: n.log, MaxRequestBytes: n.cfg.NATS.MaxMessageBytes,
-		Admin: func(account string) bool {
+		Admin: func(account string) (policy.Scope, bool) {
 			id, ok := n.identities().Lookup(account)
-			return ok && id.Role == identity.Admin
+			if !ok || id.Role != identity.Admin {
+				return policy.Scope{}, false
+			}
+			return adminScope(id), true
 		},
+		Refused: n.recordRefusal,
 	})
 	if err != nil {
 		return fmt.Errorf("node: policy service: %w", err)
 	}
 	n.policySvc = svc
 	return nil
+}
+
+// adminScope is the keys admin identity id has: every key for a cluster
+// admin (no tenants), its tenants' for a tenant admin.
+func adminScope(id *identity.Identity) policy.Scope {
+	if id.ClusterAdmin() {
+		return policy.Scope{All: true}
+	}
+	return policy.Scope{Tenants: slices.Clone(id.Tenants)}
+}
+
+// recordRefusal records an admin's operation refused for its scope as
+// policy.refused, in a policy chain of its own, and returns once the
+// audit stream has stored it.
+func (n *Node) recordRefusal(ctx context.Context, by string, e *policy.ForbiddenError) error {
+	j := n.policyJournal().(*journal)
+	rs, err := j.chain.EmitRefusal(n.checkpoints, time.Now(), audit.PolicyRefusal{
+		Op: e.Op, Key: e.Key.String(), By: by, Code: string(reason.PolicyForbidden), Tenants: e.Scope.Tenants,
+	})
+	for _, r := range rs {
+		err = errors.Join(err, audit.Wait(ctx, r))
+	}
+	return errors.Join(err, j.End(ctx))
 }
