@@ -19,11 +19,14 @@ import (
 )
 
 // Only an admin identity reaches the policy service: every other role is
-// refused on every admin subject — by the bus (runtimes, readers and
-// providers may not publish there, so no answer comes), or, for a request
-// published inside the nodes' account, by the service (policy_forbidden).
+// refused on every admin subject — by the bus (runtimes, readers,
+// providers and approvers may not publish there, so no answer comes),
+// or, for a request published inside the nodes' account, by the service
+// (policy_forbidden).
 func TestPolicyServiceAnswersOnlyAdmins(t *testing.T) {
-	n, _ := startConnected(t, sampleConfig(t, t.TempDir()))
+	cfg := sampleConfig(t, t.TempDir())
+	cfg.Identities = append(cfg.Identities, config.Identity{Name: "approver", Role: "approver", Tenants: []string{"acme"}})
+	n, _ := startConnected(t, cfg)
 	adminConn := connectAs(t, n, "admin")
 	admin := policy.NewClient(adminConn, "sharedos", 0)
 	if _, err := admin.Do(ctx(t), policy.OpList, policy.Request{}); err != nil {
@@ -41,7 +44,7 @@ func TestPolicyServiceAnswersOnlyAdmins(t *testing.T) {
 			t.Fatalf("the admin reached %s: %s", subj, m.Data)
 		}
 	}
-	for _, who := range []string{"runtime", "auditor", "auditor-acme", "provider-calendar"} {
+	for _, who := range []string{"runtime", "auditor", "auditor-acme", "provider-calendar", "approver"} {
 		c := policy.NewClient(connectAs(t, n, who), "sharedos", 0)
 		for _, op := range policy.Ops() {
 			short, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
