@@ -15,6 +15,7 @@ import (
 	"github.com/sharedos/sharedos/internal/identity"
 	"github.com/sharedos/sharedos/internal/mcpfront"
 	"github.com/sharedos/sharedos/internal/oauth"
+	"github.com/sharedos/sharedos/internal/policy"
 	"github.com/sharedos/sharedos/reason"
 )
 
@@ -82,10 +83,8 @@ func (n *Node) serveOAuth(mux *http.ServeMux) error {
 			n.oauth.m.SetRedirectURL(strings.TrimSuffix(u, mcpfront.Path) + oauth.CallbackPath)
 		}
 		mux.Handle("GET "+oauth.CallbackPath, n.oauth.m.Callback(func(ref oauth.Ref) (string, error) {
-			for _, mp := range n.mcp {
-				if mp.ID() == ref.Server {
-					return mp.ClientSecret(ref)
-				}
+			if mp, ok := n.mcpProvider(ref.Server); ok {
+				return mp.ClientSecret(ref)
 			}
 			return "", fmt.Errorf("no mcp server %s", ref.Server)
 		}))
@@ -116,7 +115,8 @@ func (n *Node) answerLogin(m *nats.Msg) {
 		refuse(reason.PolicyForbidden, "the request did not come through an admin identity's account")
 		return
 	}
-	if id, ok := n.identities().Lookup(ci.Account); !ok || id.Role != identity.Admin {
+	id, ok := n.identities().Lookup(ci.Account)
+	if !ok || id.Role != identity.Admin {
 		refuse(reason.PolicyForbidden, "bus identity %q is not an admin", ci.Account)
 		return
 	}
@@ -125,10 +125,11 @@ func (n *Node) answerLogin(m *nats.Msg) {
 		refuse(reason.InvalidRequest, "a login request is {provider, tenant, profile, principal}")
 		return
 	}
-	for _, mp := range n.mcp {
-		if mp.ID() != req.Provider {
-			continue
-		}
+	if !adminScope(id).Covers(policy.Key{Kind: policy.Credentials, Tenant: req.Tenant, Name: req.Profile}) {
+		refuse(reason.PolicyForbidden, "admin %s is bound to tenants %v: it authorizes only their credential profiles", ci.Account, id.Tenants)
+		return
+	}
+	if mp, ok := n.mcpProvider(req.Provider); ok {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		l, err := mp.BeginLogin(ctx, req.Tenant, req.Profile, req.Principal, req.Scopes)
