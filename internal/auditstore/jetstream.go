@@ -538,7 +538,7 @@ func (s *JetStreamSink) run() {
 		case <-retry:
 			w.republish(head)
 		case <-limit:
-			w.settle(head, fmt.Errorf("%w: %w", errWindowPassed, jetstream.ErrAsyncPublishTimeout))
+			w.settle(head, errWindowPassed)
 		case <-wake:
 		case <-w.lingerC():
 			w.lingerOn = false
@@ -853,7 +853,7 @@ const (
 
 var (
 	errSinkClosed   = errors.New("audit: sink closed before the stream acknowledged the segment")
-	errWindowPassed = errors.New("audit: the stream did not acknowledge the segment within the retry window of its oldest record")
+	errWindowPassed = fmt.Errorf("audit: the stream did not acknowledge the segment within the retry window of its oldest record: %w", jetstream.ErrAsyncPublishTimeout)
 	errReordered    = errors.New("audit: the segment was stored after a later segment (a retry of an earlier one landed first), out of chain order")
 )
 

@@ -51,11 +51,7 @@ func buildNode(t *testing.T, dir string) string {
 // the ones still running with SIGTERM (SIGKILL after 30s).
 func startProcCluster(t *testing.T, bin string) *procCluster {
 	t.Helper()
-	// Long-lived turns under load, and several audit commits in flight
-	// at once: a node killed has segments published and not yet
-	// acknowledged.
-	y, dir, nodes := clusterYAML(t, 3, true, "step_ceiling: 64", "step_ceiling: 1000000",
-		"commits_in_flight: 1", "commits_in_flight: 4")
+	y, dir, nodes := clusterYAML(t, 3, true, "step_ceiling: 64", "step_ceiling: 1000000") // long-lived turns under load
 	pc := &procCluster{dir: dir, config: filepath.Join(dir, "cluster.yaml"), creds: identity.DefaultDir(dir)}
 	for _, n := range nodes {
 		pc.ids, pc.urls, pc.http = append(pc.ids, n.id), append(pc.urls, n.url), append(pc.http, n.http)
