@@ -79,6 +79,13 @@ type Options struct {
 	SharesTurns func(opener, caller string) bool
 	// Sink receives audit records. Default: audit.Discard.
 	Sink audit.Sink
+	// AwaitCompletion makes a call's answer wait for its tool.completed
+	// to be stored. Default false: the answer waits for the call's
+	// tool.invoked and every earlier record of its turn, and the
+	// tool.completed is stored before anything later of that turn is
+	// answered or run — one stored commit per call instead of two
+	// (docs/audit.md, "What an answer waits for").
+	AwaitCompletion bool
 	// Clock stamps every operation's instant. Default time.Now.
 	Clock func() time.Time
 	// StepCeiling is the number of allowed calls per turn. Default 64.

@@ -42,8 +42,11 @@ type keyedCall struct {
 	waiters     []*actor.PID // retries that arrived while it ran
 	done        bool
 	answer      any // *CallResult or *CallError once answered; nil when let go
-	receipt     audit.Receipt
-	size        int
+	// earlier and receipt are what the first answer waited for; a retry
+	// waits for the same (turnActor.reply).
+	earlier []audit.Receipt
+	receipt audit.Receipt
+	size    int
 }
 
 // keyedCalls is a turn's memory of its keyed calls, in completion order.
@@ -90,7 +93,7 @@ func (a *turnActor) replay(ctx actor.Context, sender *actor.PID, key string, fp 
 		}
 		kc.waiters = append(kc.waiters, sender)
 	case kc.answer != nil:
-		a.answer(ctx, sender, kc.answer, kc.receipt)
+		a.reply(ctx, sender, kc.answer, kc.earlier, kc.receipt)
 	default:
 		ctx.Send(sender, &CallError{Err: reason.New(reason.InvalidRequest,
 			"request id was answered as call %s and the turn no longer holds the answer; its outcome is in the audit trail", kc.callID),
@@ -109,7 +112,7 @@ func (a *turnActor) keyedStarted(key string, fp [sha256.Size]byte, callID string
 
 // keyedDone records a keyed call's answer, answers the retries that waited
 // for it, and lets go of what is beyond the bounds.
-func (a *turnActor) keyedDone(ctx actor.Context, key string, answer any, receipt audit.Receipt) {
+func (a *turnActor) keyedDone(ctx actor.Context, key string, answer any, earlier []audit.Receipt, receipt audit.Receipt) {
 	if a.keyed == nil {
 		return
 	}
@@ -118,9 +121,9 @@ func (a *turnActor) keyedDone(ctx actor.Context, key string, answer any, receipt
 		return
 	}
 	for _, w := range kc.waiters {
-		a.answer(ctx, w, answer, receipt)
+		a.reply(ctx, w, answer, earlier, receipt)
 	}
-	kc.waiters, kc.done, kc.answer, kc.receipt = nil, true, answer, receipt
+	kc.waiters, kc.done, kc.answer, kc.earlier, kc.receipt = nil, true, answer, earlier, receipt
 	if r, ok := answer.(*CallResult); ok {
 		kc.size = r.Result.Size()
 	}
@@ -130,7 +133,7 @@ func (a *turnActor) keyedDone(ctx actor.Context, key string, answer any, receipt
 	for len(k.order)-k.held > maxKeptAnswers || (k.bytes > maxKeptAnswerBytes && k.held < len(k.order)) {
 		old := k.byKey[k.order[k.held]]
 		k.bytes -= old.size
-		old.answer, old.receipt, old.size = nil, nil, 0
+		old.answer, old.earlier, old.receipt, old.size = nil, nil, nil, 0
 		k.held++
 	}
 	if drop := len(k.order) - maxKeptRequestIDs; drop > 0 {

@@ -44,8 +44,11 @@ type turnActor struct {
 	// closers are waiting for turn.closed; why is the close reason.
 	closers []*actor.PID
 	why     string
-	// unconfirmed are receipts of records not yet known stored; failed is
-	// set once one of them failed (see checkReceipts).
+	// unconfirmed are receipts of records not yet known stored, in the
+	// order emitted; failed is set once one of them failed (see
+	// checkReceipts). An answer waits for every one of them emitted
+	// before it (answer), so nothing reaches a caller before each earlier
+	// record of its turn is stored.
 	unconfirmed []audit.Receipt
 	failed      bool
 	// calls are the executions in flight, by call id: who waits for each,
@@ -588,14 +591,15 @@ func (a *turnActor) invoke(ctx actor.Context, sender *actor.PID, msg *invokeTool
 	if key != "" {
 		a.keyedStarted(key, fp, d.CallID)
 	}
-	root, self, maxResult := ctx.ActorSystem().Root, ctx.Self(), a.sh.opts.MaxReplyBytes-ReplyOverhead
+	root, self, maxResult, earlier := ctx.ActorSystem().Root, ctx.Self(), a.sh.opts.MaxReplyBytes-ReplyOverhead, a.pendingBefore(receipt)
 	store, consume := a.sh.opts.Approvals.Store, d.Approval != nil && !a.sh.opts.Switches.NoApprovalBinding
 	a.sh.pool.Go(func() {
 		defer cancel()
 		c := &completed{comp: turn.Completion{CallID: call.CallID}}
 		callerGone := func() bool { return callerBound && errors.Is(cctx.Err(), context.DeadlineExceeded) }
-		// Record before effect: a tool runs only once its tool.invoked is stored.
-		if err := audit.Wait(cctx, receipt); err != nil {
+		// Record before effect: a tool runs only once its tool.invoked,
+		// and every record of the turn before it, is stored.
+		if err := waitAll(cctx, earlier, receipt); err != nil {
 			if callerGone() {
 				c.comp.Err = reason.New(reason.DeadlineExceeded, "the caller's deadline passed before tool.invoked was stored; the call did not run")
 			} else {
@@ -723,11 +727,21 @@ func (a *turnActor) complete(ctx actor.Context, msg *completed) {
 		a.sh.log.Error("turn: completion", "turn", a.turnID, "err", err)
 		return
 	}
+	// What the answer waits for: the records of the turn before the
+	// completion, and the completion itself only with AwaitCompletion.
+	// Without it the completion is stored before anything later of the
+	// turn is answered or run (every later answer waits for it), one
+	// stored commit per call instead of two. A call whose tool.invoked
+	// was not stored is answered that failure at once: nothing ran, and
+	// no record of it is outstanding that its caller must wait for.
+	earlier := slices.Clone(a.unconfirmed)
 	receipt := a.emit(rec)
+	answerAfter := audit.Completed(nil)
+	if a.sh.opts.AwaitCompletion && !msg.unrecorded {
+		answerAfter = receipt
+	}
 	if msg.unrecorded {
-		// What the caller is told is the failure itself: nothing ran, and
-		// no record of its answer is outstanding that it must wait for.
-		receipt = audit.Completed(nil)
+		earlier = nil
 	}
 	var ans any
 	if msg.comp.Err != nil {
@@ -740,9 +754,9 @@ func (a *turnActor) complete(ctx actor.Context, msg *completed) {
 			Result:   msg.result, Duration: time.Duration(rec.Event.Call.Duration) * time.Microsecond,
 		}
 	}
-	a.answer(ctx, pc.sender, ans, receipt)
+	a.reply(ctx, pc.sender, ans, earlier, answerAfter)
 	if pc.key != "" {
-		a.keyedDone(ctx, pc.key, ans, receipt)
+		a.keyedDone(ctx, pc.key, ans, earlier, answerAfter)
 	}
 	if a.m.Closed() && a.m.InFlight() == 0 {
 		a.finish(ctx, a.why)
@@ -850,27 +864,65 @@ func (a *turnActor) replayRetry(ctx actor.Context, sender *actor.PID, msg *invok
 	return a.replay(ctx, sender, requestKey(msg.access.LeaseID, msg.requestID), callFingerprint(msg.inv.Alias, msg.inv.Arguments))
 }
 
-// answer sends msg to the caller once receipt completes: nothing reaches a
-// caller before the record of it is stored. If the sink could not store it
-// the caller gets audit_unavailable instead (the sink completes receipts
-// successfully when configured to fail open). The common case — a receipt
-// already complete — answers at once; otherwise a worker waits.
+// answer sends msg to the caller once receipt, and every record of the
+// turn emitted before it, is stored: nothing reaches a caller before the
+// record of it and the chain leading to it are. If the sink could not
+// store one the caller gets audit_unavailable instead (the sink completes
+// receipts successfully when configured to fail open).
 func (a *turnActor) answer(ctx actor.Context, sender *actor.PID, msg any, receipt audit.Receipt) {
 	if sender == nil {
 		return
 	}
-	select {
-	case <-receipt.Done():
-		ctx.Send(sender, answerOrAuditError(msg, receipt.Err()))
+	a.reply(ctx, sender, msg, a.pendingBefore(receipt), receipt)
+}
+
+// pendingBefore is what of the turn's unconfirmed records was emitted
+// before r (r itself is the last of them when it is pending): nil in the
+// common case, where everything earlier is known stored.
+func (a *turnActor) pendingBefore(r audit.Receipt) []audit.Receipt {
+	u := a.unconfirmed
+	if n := len(u); n > 0 && u[n-1] == r {
+		u = u[:n-1]
+	}
+	if len(u) == 0 {
+		return nil
+	}
+	return slices.Clone(u)
+}
+
+// reply sends msg to sender once every receipt of earlier and receipt
+// completed, or audit_unavailable if one failed. The common case —
+// everything already complete — answers at once; otherwise a worker
+// waits, at most CallTimeout.
+func (a *turnActor) reply(ctx actor.Context, sender *actor.PID, msg any, earlier []audit.Receipt, receipt audit.Receipt) {
+	if sender == nil {
 		return
-	default:
+	}
+	if len(earlier) == 0 {
+		select {
+		case <-receipt.Done():
+			ctx.Send(sender, answerOrAuditError(msg, receipt.Err()))
+			return
+		default:
+		}
 	}
 	root, timeout := ctx.ActorSystem().Root, a.sh.opts.CallTimeout
 	a.sh.pool.Go(func() {
 		wctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
-		root.Send(sender, answerOrAuditError(msg, audit.Wait(wctx, receipt)))
+		root.Send(sender, answerOrAuditError(msg, waitAll(wctx, earlier, receipt)))
 	})
+}
+
+// waitAll waits for every receipt of earlier, then last, and returns the
+// first failure, or ctx's error once it ends.
+func waitAll(ctx context.Context, earlier []audit.Receipt, last audit.Receipt) error {
+	for _, r := range earlier {
+		if err := audit.Wait(ctx, r); err != nil {
+			return err
+		}
+	}
+	return audit.Wait(ctx, last)
 }
 
 func answerOrAuditError(msg any, err error) any {

@@ -107,6 +107,12 @@ func appendEvent(b []byte, ev *Event) []byte {
 		b = appendString(b, p.By)
 		b = append(b, '}')
 	}
+	if r := ev.PolicyRefusal; r != nil {
+		// Rare events: the encoder's own bytes, which are json.Marshal's.
+		rb, _ := json.Marshal(r)
+		b = append(b, `,"policy_refusal":`...)
+		b = append(b, rb...)
+	}
 	if c := ev.Contract; c != nil {
 		b = appendContractReview(b, c)
 	}

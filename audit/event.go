@@ -39,6 +39,10 @@ const (
 	// deciding node's policy chain like contract.reviewed: an approval is
 	// in force only once this is stored.
 	ApprovalDecided Type = "approval.decided"
+	// PolicyRefused records an admin's policy operation refused for its
+	// scope (policy_forbidden: a key outside a tenant admin's tenants),
+	// in the refusing node's policy chain like policy.changed.
+	PolicyRefused Type = "policy.refused"
 )
 
 // PolicyTenant is the tenant of every node's policy chain: policy is the
@@ -49,7 +53,7 @@ const PolicyTenant = "_policy"
 
 // Types lists every event type.
 func Types() []Type {
-	return []Type{TurnOpened, CatalogResolved, CatalogListed, ToolInvoked, ToolCompleted, NamespacesUpdated, TurnAttached, TurnDetached, TurnClosed, PolicyChanged, ContractReviewed, ApprovalRequested, ApprovalDecided}
+	return []Type{TurnOpened, CatalogResolved, CatalogListed, ToolInvoked, ToolCompleted, NamespacesUpdated, TurnAttached, TurnDetached, TurnClosed, PolicyChanged, ContractReviewed, ApprovalRequested, ApprovalDecided, PolicyRefused}
 }
 
 // Event is one audit record. Fields after CatalogHash are set only by the
@@ -100,6 +104,8 @@ type Event struct {
 	Lease *Lease `json:"lease,omitempty"`
 	// Policy: on policy.changed.
 	Policy *PolicyChange `json:"policy,omitempty"`
+	// PolicyRefusal: on policy.refused.
+	PolicyRefusal *PolicyRefusal `json:"policy_refusal,omitempty"`
 	// Contract: on contract.reviewed.
 	Contract *ContractReview `json:"contract,omitempty"`
 	// Approval: on approval.requested and approval.decided.
@@ -180,6 +186,19 @@ type PolicyChange struct {
 	// By is who made the change: the admin's bus identity, or
 	// "cluster.yaml" for the seed of an empty store.
 	By string `json:"by"`
+}
+
+// PolicyRefusal is an admin's policy operation refused for its scope:
+// the operation (get, put, delete, list, export, diff, import), the key
+// it was refused on (for diff and import the first key outside the
+// scope), who asked (the admin's bus identity), the stable code
+// (policy_forbidden) and the tenants the admin is bound to.
+type PolicyRefusal struct {
+	Op      string   `json:"op"`
+	Key     string   `json:"key"`
+	By      string   `json:"by"`
+	Code    string   `json:"code"`
+	Tenants []string `json:"tenants"`
 }
 
 // Projection is what a model-facing listing sent: the profile, the

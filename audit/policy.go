@@ -58,6 +58,15 @@ func (c *PolicyChain) EmitApproval(sink Sink, now time.Time, a Approval) ([]Rece
 	return c.emit(sink, now, &Event{Type: ApprovalDecided, Approval: &a})
 }
 
+// EmitRefusal records an admin's refused policy operation at now on sink
+// (policy.refused), in the chain as Emit records a policy change.
+func (c *PolicyChain) EmitRefusal(sink Sink, now time.Time, r PolicyRefusal) ([]Receipt, error) {
+	if r.Tenants == nil {
+		r.Tenants = []string{}
+	}
+	return c.emit(sink, now, &Event{Type: PolicyRefused, PolicyRefusal: &r})
+}
+
 // emit records ev, after the chain's turn.opened when ev is its first.
 func (c *PolicyChain) emit(sink Sink, now time.Time, ev *Event) ([]Receipt, error) {
 	c.mu.Lock()

@@ -469,6 +469,12 @@ func (v *Verifier) check(ts *turnState, ev *leanEvent) {
 	case t == PolicyChanged && !ev.hasPolicy:
 		v.turnFail(ts, seq, v.index, "policy.changed names no key or no author")
 		return
+	case t == PolicyRefused && !policyChain:
+		v.turnFail(ts, seq, v.index, "policy.refused in the chain of tenant %q: policy refusals are recorded only in a node's policy chain (tenant %s)", ts.tenant, PolicyTenant)
+		return
+	case t == PolicyRefused && !ev.hasRefusal:
+		v.turnFail(ts, seq, v.index, "policy.refused names no operation or no admin")
+		return
 	case t == ContractReviewed && !policyChain:
 		v.turnFail(ts, seq, v.index, "contract.reviewed in the chain of tenant %q: reviews are recorded only in a node's policy chain (tenant %s)", ts.tenant, PolicyTenant)
 		return
@@ -478,8 +484,8 @@ func (v *Verifier) check(ts *turnState, ev *leanEvent) {
 	case t == ApprovalRequested && policyChain:
 		v.turnFail(ts, seq, v.index, "approval.requested in a policy chain: a request is recorded in the chain of the turn that made it")
 		return
-	case policyChain && t != TurnOpened && t != PolicyChanged && t != ContractReviewed && t != ApprovalDecided && t != TurnClosed:
-		v.turnFail(ts, seq, v.index, "%s in a policy chain, which holds only turn.opened, policy.changed, contract.reviewed, approval.decided and turn.closed", t)
+	case policyChain && t != TurnOpened && t != PolicyChanged && t != PolicyRefused && t != ContractReviewed && t != ApprovalDecided && t != TurnClosed:
+		v.turnFail(ts, seq, v.index, "%s in a policy chain, which holds only turn.opened, policy.changed, policy.refused, contract.reviewed, approval.decided and turn.closed", t)
 		return
 	}
 	switch Type(ev.typ) {
@@ -938,9 +944,10 @@ type leanEvent struct {
 	call                                           leanCall
 	hasClose                                       bool
 	closeEvents                                    uint64
-	// hasPolicy: the event carries a policy change (only ever decoded by
-	// encoding/json: the fast path takes no policy member).
-	hasPolicy bool
+	// hasPolicy: the event carries a policy change; hasRefusal a policy
+	// refusal (only ever decoded by encoding/json: the fast path takes
+	// neither member).
+	hasPolicy, hasRefusal bool
 }
 
 type leanTool struct{ alias, provider, name, namespace, revision []byte }
@@ -1036,6 +1043,7 @@ func (e *leanEvent) fromEvent(ev *Event) {
 		e.hasClose, e.closeEvents = true, ev.Close.Events
 	}
 	e.hasPolicy = ev.Policy != nil && ev.Policy.Key != "" && ev.Policy.By != ""
+	e.hasRefusal = ev.PolicyRefusal != nil && ev.PolicyRefusal.Op != "" && ev.PolicyRefusal.By != ""
 }
 
 // parse decodes data if it is exactly in the form Encode writes (field

@@ -212,6 +212,12 @@ func buildTrail(t *testing.T) (realTrail, error) {
 	for _, r := range rs {
 		step(audit.Wait(ctx, r))
 	}
+	// A tenant admin refused a key outside its tenants.
+	rs, err = pc.EmitRefusal(cp, time.Now(), audit.PolicyRefusal{Op: "put", Key: "providers.notes", By: "admin-acme", Code: "policy_forbidden", Tenants: []string{"acme"}})
+	step(err)
+	for _, r := range rs {
+		step(audit.Wait(ctx, r))
+	}
 	// Concurrent turns interleave in the stream.
 	var wg sync.WaitGroup
 	for i := range 4 {

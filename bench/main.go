@@ -39,20 +39,24 @@ func main() {
 }
 
 type config struct {
-	scenarios    []string
-	levels       []int
-	params       harness.Params
-	calls        int
-	runs         int
-	jsonOut      bool
-	quiet        bool
-	sweep        []int
-	sweepOf      []string
-	idleTurns    []int
-	profileDir   string
-	syncAlways   bool
-	listOnly     bool
-	skipScenario bool
+	scenarios  []string
+	levels     []int
+	params     harness.Params
+	calls      int
+	runs       int
+	jsonOut    bool
+	quiet      bool
+	sweep      []int
+	sweepOf    []string
+	idleTurns  []int
+	profileDir string
+	syncAlways bool
+	// commitsInFlight and awaitCompletion set the audit writer's depth
+	// and what a call's answer waits for (scenarios.Options).
+	commitsInFlight int
+	awaitCompletion bool
+	listOnly        bool
+	skipScenario    bool
 }
 
 func parse(args []string, stderr io.Writer) (*config, error) {
@@ -76,6 +80,8 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 	fs.StringVar(&idle, "idle-turns", "", "open-turn counts for memory per idle turn, e.g. 10000,100000")
 	fs.StringVar(&c.profileDir, "cpuprofile", "", "directory for a CPU and an allocation profile per scenario")
 	fs.BoolVar(&c.syncAlways, "sync-always", false, "JetStream fsyncs every write (a node's embedded server does; see docs/performance.md)")
+	fs.IntVar(&c.commitsInFlight, "commits-in-flight", 0, "audit commits the writer may have in flight (audit.commits_in_flight; 0: its default)")
+	fs.BoolVar(&c.awaitCompletion, "await-completion", false, "a call's answer waits for its tool.completed to be stored (audit.await_completion)")
 	fs.BoolVar(&c.listOnly, "list", false, "list the scenarios and exit")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -184,7 +190,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}
 
-	env, err := scenarios.Start(scenarios.Options{SyncAlways: c.syncAlways})
+	env, err := scenarios.Start(scenarios.Options{SyncAlways: c.syncAlways, CommitsInFlight: c.commitsInFlight, AwaitCompletion: c.awaitCompletion})
 	if err != nil {
 		return err
 	}

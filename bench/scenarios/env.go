@@ -26,6 +26,12 @@ type Options struct {
 	// minutes, and acked audit measures the stream, not the disk (see
 	// docs/performance.md).
 	SyncAlways bool
+	// CommitsInFlight is the audit writer's depth (audit.commits_in_flight);
+	// 0: its default.
+	CommitsInFlight int
+	// AwaitCompletion makes a call's answer wait for its tool.completed
+	// (audit.await_completion).
+	AwaitCompletion bool
 	// Logger receives the components' logs; default: discarded.
 	Logger *slog.Logger
 }

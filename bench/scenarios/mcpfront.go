@@ -127,7 +127,7 @@ func (e *Env) MCPFrontScenario(name, floor string) harness.Scenario {
 	return harness.Scenario{
 		Name: name, Floor: floor, Description: "HTTP client → node's MCP front (token verified, stateless SDK server) → turn actor, static tool, audit published async",
 		Setup: func(ctx context.Context, p harness.Params) (_ harness.Target, err error) {
-			n, err := e.startNode(ctx, nodeConfig{audit: AuditAsync, tool: ToolStatic, stepCeiling: max(64, p.CallsPerTurn)})
+			n, err := e.startNode(ctx, nodeConfig{audit: AuditAsync, tool: ToolStatic, stepCeiling: max(64, p.CallsPerTurn), mcpFront: true})
 			if err != nil {
 				return nil, err
 			}
@@ -149,6 +149,7 @@ func (e *Env) MCPFrontScenario(name, floor string) harness.Scenario {
 				return nil, err
 			}
 			front.Mount(mux)
+			n.watch.Attach(front)
 			hc := newHTTPClient()
 			n.closer.add(func(context.Context) error { hc.CloseIdleConnections(); return nil })
 			return &mcpFrontTarget{n: n, front: front, url: url, hc: hc, args: payload(p.PayloadBytes)}, nil

@@ -17,6 +17,7 @@ import (
 	"github.com/sharedos/sharedos/bench/harness"
 	"github.com/sharedos/sharedos/catalog"
 	"github.com/sharedos/sharedos/internal/auditstore"
+	"github.com/sharedos/sharedos/internal/mcpfront"
 	"github.com/sharedos/sharedos/internal/mcpprovider"
 	"github.com/sharedos/sharedos/internal/natsfront"
 	"github.com/sharedos/sharedos/internal/providers"
@@ -137,13 +138,17 @@ type node struct {
 	prefix  string
 	closer  closer
 	mcp     *mcpprovider.Provider // with toolMCP
+	// watch tells an MCP front of the turns that close (as internal/node
+	// wires it), so its table of turns does not fill; with mcpFront.
+	watch *mcpfront.Watch
 }
 
 type nodeConfig struct {
 	audit string
 	tool  string
-	// front serves the kernel over NATS.
-	front bool
+	// front serves the kernel over NATS; mcpFront: an MCP front will
+	// serve it (its watch sees every record).
+	front, mcpFront bool
 	// stepCeiling, maxTurns: 0 means the kernel's defaults. maxTurns
 	// also bounds one principal's turns (the bench opens them all as one).
 	stepCeiling, maxTurns int
@@ -177,7 +182,7 @@ func (e *Env) startNode(ctx context.Context, cfg nodeConfig) (_ *node, err error
 		stream := "BENCH_" + strings.ToUpper(n.prefix)
 		js, err := auditstore.NewJetStreamSink(ctx, n.nc, auditstore.JetStreamOptions{
 			Prefix: n.prefix, Stream: stream, Durability: cfg.audit, MaxAge: time.Hour, Logger: e.opts.Logger,
-			Tracer: cfg.tracing.Tracer(),
+			Tracer: cfg.tracing.Tracer(), MaxInFlight: e.opts.CommitsInFlight,
 		})
 		if err != nil {
 			return nil, err
@@ -185,6 +190,11 @@ func (e *Env) startNode(ctx context.Context, cfg nodeConfig) (_ *node, err error
 		n.closer.add(deleteStream(n.nc, stream))
 		n.closer.add(js.Close)
 		sink = js
+	}
+
+	if cfg.mcpFront {
+		n.watch = mcpfront.NewWatch(sink)
+		sink = n.watch
 	}
 
 	var p providers.ContextToolProvider
@@ -248,7 +258,7 @@ func (e *Env) startNode(ctx context.Context, cfg nodeConfig) (_ *node, err error
 		return nil, err
 	}
 	n.kernel, err = actors.New(actors.Options{
-		Node: "bench", Providers: []providers.ContextToolProvider{n.counted}, Authority: auth, Credentials: creds, Sink: sink,
+		Node: "bench", Providers: []providers.ContextToolProvider{n.counted}, Authority: auth, Credentials: creds, Sink: sink, AwaitCompletion: e.opts.AwaitCompletion,
 		StepCeiling: cfg.stepCeiling, MaxTurns: cfg.maxTurns, MaxTurnsPerPrincipal: cfg.maxTurns, IdleTimeout: cfg.idleTimeout, Logger: e.opts.Logger,
 	})
 	if err != nil {

@@ -45,6 +45,11 @@ const (
 	DefaultMaxPending      = 16384
 	DefaultMaxPendingBytes = 32 << 20
 	DefaultStallWait       = 200 * time.Millisecond
+	// DefaultMaxInFlight is how many commits the writer has in flight at
+	// once (docs/performance.md has the measured trade-off).
+	DefaultMaxInFlight = 1
+	// MaxMaxInFlight bounds MaxInFlight.
+	MaxMaxInFlight = 64
 	// DefaultMaxSegmentBytes bounds one segment (one stored message);
 	// it must stay below the server's maximum message size.
 	DefaultMaxSegmentBytes = 512 << 10
@@ -128,6 +133,11 @@ type JetStreamOptions struct {
 	// MaxWait trades latency for fewer, larger segments; the writer
 	// commits early when MaxSegmentBytes are queued.
 	MaxWait time.Duration
+	// MaxInFlight is how many commits may be published and not yet
+	// resolved at once, default DefaultMaxInFlight. Segments are resolved
+	// in the order they were published whatever the depth, so a receipt
+	// completes only after every earlier segment's outcome is known.
+	MaxInFlight int
 	// MaxPending and MaxPendingBytes bound the records queued for the
 	// writer, defaults 16,384 records and 32 MiB. When either is reached
 	// Emit waits up to StallWait for the writer to take the queue, then
@@ -158,40 +168,49 @@ type JetStreamOptions struct {
 // group instead of one per record. In acked mode a record's receipt
 // completes when the segment holding it is acknowledged.
 //
-// Order: records are queued in the order Emit is called and a commit's
-// segments are acknowledged before the next commit is made, so the
-// records one goroutine emits are stored in the order it emitted them; a
-// turn's chain stays in order. A segment the stream did not acknowledge is
-// published again within RetryWindow, before the next commit (see store),
-// never after a later segment; after RetryWindow its receipts fail, and a
-// failed receipt means "not known to be stored". Each segment carries a
-// unique segment id as Nats-Msg-Id, so a segment stored twice within
-// DuplicateWindow is kept once; readers drop a record repeated with the
-// same event id and bytes (a record re-emitted after a failed receipt
-// may be stored in two segments).
+// Order: records are queued in the order Emit is called, commits are
+// published in that order (up to MaxInFlight at once, on one connection,
+// which the stream stores in order), and segments are resolved strictly
+// in publish order: a receipt completes only after the outcome of every
+// earlier segment is known, and succeeds only if its segment was stored
+// after every earlier segment that was — its stream sequence is above
+// theirs. A segment the stream did not acknowledge is published again,
+// with the same segment id, until RetryWindow after its oldest record's
+// Emit, and no new commit is published meanwhile; a segment that was
+// stored while an earlier one was being retried, and so lies before it in
+// the stream, fails (errReordered) rather than be reported stored out of
+// chain order. A failed receipt means "not known to be stored in order".
+// Each segment carries a unique segment id as Nats-Msg-Id, so a segment
+// stored twice within DuplicateWindow is kept once (the stream
+// acknowledges the copy it kept); readers drop a record repeated with the
+// same event id and bytes (a record re-emitted after a failed receipt may
+// be stored in two segments).
 //
 // Bounded: at most MaxPending records (MaxPendingBytes) wait for the
-// writer, plus the one commit in flight; beyond that Emit waits at most
-// StallWait, then refuses with reason overloaded.
+// writer, plus the MaxInFlight commits in flight; beyond that Emit waits
+// at most StallWait, then refuses with reason overloaded. Every receipt
+// completes within RetryWindow + AckTimeout of its Emit.
 type JetStreamSink struct {
-	nc        *nats.Conn
-	js        jetstream.JetStream
-	stream    string
-	prefix    string
-	acked     bool
-	failOpen  bool
-	live      bool
-	maxSeg    int
-	maxWait   time.Duration
-	maxRecs   int
-	maxBytes  int
-	stallWait time.Duration
-	log       *slog.Logger
-	onPublish func(time.Duration, error)
-	tracer    trace.Tracer
-	segID     string // "<random incarnation>-": segment ids are segID + a counter
+	nc          *nats.Conn
+	js          jetstream.JetStream
+	stream      string
+	prefix      string
+	acked       bool
+	failOpen    bool
+	live        bool
+	maxSeg      int
+	maxWait     time.Duration
+	maxInFlight int
+	maxRecs     int
+	maxBytes    int
+	stallWait   time.Duration
+	log         *slog.Logger
+	onPublish   func(time.Duration, error)
+	tracer      trace.Tracer
+	segID       string // "<random incarnation>-": segment ids are segID + a counter
 	// retryWindow bounds a commit's retries; retries counts them.
 	retryWindow time.Duration
+	ackTimeout  time.Duration
 	retries     atomic.Uint64
 	pubOpts     [2]jetstream.PublishOpt
 
@@ -277,6 +296,9 @@ func NewJetStreamSink(ctx context.Context, nc *nats.Conn, opts JetStreamOptions)
 	if opts.MaxPending == 0 {
 		opts.MaxPending = DefaultMaxPending
 	}
+	if opts.MaxInFlight == 0 {
+		opts.MaxInFlight = DefaultMaxInFlight
+	}
 	if opts.MaxPendingBytes == 0 {
 		opts.MaxPendingBytes = DefaultMaxPendingBytes
 	}
@@ -294,6 +316,8 @@ func NewJetStreamSink(ctx context.Context, nc *nats.Conn, opts JetStreamOptions)
 	case opts.MaxAge < 0, opts.MaxBytes < 0, opts.Replicas < 0, opts.DuplicateWindow < 0, opts.AckTimeout < 0, opts.RetryWindow < 0,
 		opts.MaxPending < 0, opts.MaxPendingBytes < 0, opts.StallWait < 0, opts.MaxSegmentBytes < 0, opts.MaxWait < 0:
 		return nil, errors.New("audit: negative MaxAge, MaxBytes, Replicas, DuplicateWindow, AckTimeout, RetryWindow, MaxPending, MaxPendingBytes, StallWait, MaxSegmentBytes or MaxWait")
+	case opts.MaxInFlight < 0 || opts.MaxInFlight > MaxMaxInFlight:
+		return nil, fmt.Errorf("audit: MaxInFlight %d must be between 1 and %d", opts.MaxInFlight, MaxMaxInFlight)
 	case opts.MaxSegmentBytes < MinSegmentBytes || opts.MaxSegmentBytes > audit.MaxSegmentSize:
 		return nil, fmt.Errorf("audit: MaxSegmentBytes %d must be between %d and %d", opts.MaxSegmentBytes, MinSegmentBytes, audit.MaxSegmentSize)
 	}
@@ -304,6 +328,7 @@ func NewJetStreamSink(ctx context.Context, nc *nats.Conn, opts JetStreamOptions)
 	}
 	s := &JetStreamSink{
 		retryWindow: opts.RetryWindow,
+		ackTimeout:  opts.AckTimeout,
 		nc:          nc,
 		stream:      opts.Stream,
 		prefix:      opts.Prefix,
@@ -312,6 +337,7 @@ func NewJetStreamSink(ctx context.Context, nc *nats.Conn, opts JetStreamOptions)
 		live:        !opts.NoLive,
 		maxSeg:      opts.MaxSegmentBytes,
 		maxWait:     opts.MaxWait,
+		maxInFlight: opts.MaxInFlight,
 		maxRecs:     opts.MaxPending,
 		maxBytes:    opts.MaxPendingBytes,
 		stallWait:   opts.StallWait,
@@ -331,7 +357,8 @@ func NewJetStreamSink(ctx context.Context, nc *nats.Conn, opts JetStreamOptions)
 		// jetstream fails a publish not acked within AckTimeout (also
 		// after the connection closed, which its reconnect handling does
 		// not cover). Its in-flight bound is never reached: the writer
-		// has one commit in flight.
+		// has at most MaxInFlight commits in flight, and MaxPending
+		// records queued.
 		jetstream.WithPublishAsyncTimeout(opts.AckTimeout),
 		jetstream.WithPublishAsyncMaxPending(1<<20),
 	)
@@ -456,39 +483,92 @@ func (s *JetStreamSink) refuse(start time.Time, rec *audit.Record, err error) au
 	return audit.Completed(err)
 }
 
-// run is the writer: it commits the queue whenever it is not empty,
-// one commit at a time, until Close.
+// run is the writer. It takes the queue as a commit whenever the queue is
+// not empty and fewer than MaxInFlight commits are unresolved, publishes
+// the commit's segments without waiting, and resolves segments strictly in
+// the order they were published (see settle), until Close.
 func (s *JetStreamSink) run() {
 	defer close(s.done)
-	var linger *time.Timer
-	if s.maxWait > 0 {
-		linger = time.NewTimer(time.Hour)
-		linger.Stop()
-		defer linger.Stop()
-	}
+	w := writer{s: s}
+	defer w.stop()
+	quit := s.quit
 	for {
-		select {
-		case <-s.wake:
-		case <-s.quit:
-			for g := s.take(); g != nil; g = s.take() {
-				s.commit(g)
+		if w.room() {
+			if wait, ok := s.ready(quit == nil); ok {
+				if g := s.take(); g != nil {
+					w.lingerStop()
+					w.publish(g)
+					continue
+				}
+			} else if wait > 0 {
+				w.lingerFor(wait)
 			}
+		}
+		if w.idle() && quit == nil {
+			return // closing, and nothing is queued or in flight
+		}
+		var wake <-chan struct{}
+		if w.room() {
+			wake = s.wake
+		}
+		var ok <-chan *jetstream.PubAck
+		var failed <-chan error
+		var retry <-chan time.Time
+		head := w.head()
+		if head != nil && head.fut == nil && head.retryAt.IsZero() {
+			w.failed(head, head.err) // never published: its window had passed, or the publish failed
+			continue
+		}
+		var limit <-chan time.Time
+		switch {
+		case head == nil:
+		case head.fut != nil:
+			ok, failed = head.fut.Ok(), head.fut.Err()
+			if head.late {
+				limit = w.retryAt(head.deadline.Add(s.ackTimeout))
+			}
+		default:
+			retry = w.retryAt(head.retryAt)
+		}
+		select {
+		case ack := <-ok:
+			w.acked(head, ack)
+		case err := <-failed:
+			w.failed(head, err)
+		case <-retry:
+			w.republish(head)
+		case <-limit:
+			w.settle(head, errWindowPassed)
+		case <-wake:
+		case <-w.lingerC():
+			w.lingerOn = false
+		case <-s.full:
+			w.lingerStop()
+		case <-quit:
+			quit = nil
+		case <-s.abort:
+			w.abandon()
 			return
 		}
-		if linger != nil {
-			linger.Reset(s.maxWait)
-			select {
-			case <-linger.C:
-			case <-s.full:
-				linger.Stop()
-			case <-s.quit:
-				linger.Stop()
-			}
-		}
-		if g := s.take(); g != nil {
-			s.commit(g)
-		}
 	}
+}
+
+// ready reports whether the queue should be taken now: it holds records,
+// and MaxWait is 0, MaxSegmentBytes are queued, the sink is closing, or
+// the oldest queued record has waited MaxWait. Otherwise wait is how much
+// longer to wait (0: the queue is empty).
+func (s *JetStreamSink) ready(closing bool) (wait time.Duration, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	q := s.queue
+	if q.records == 0 {
+		return 0, false
+	}
+	if s.maxWait == 0 || closing || q.bytes >= s.maxSeg {
+		return 0, true
+	}
+	wait = time.Until(q.segs[0].starts[0].Add(s.maxWait))
+	return max(wait, time.Nanosecond), wait <= 0
 }
 
 // take swaps the queue for an empty one and returns it (nil when empty).
@@ -511,108 +591,256 @@ func (s *JetStreamSink) take() *group {
 	return g
 }
 
-// commit writes g: one message per segment, all published before the
-// first ack is awaited, then waits for every ack, completes the receipts
-// and publishes the live copies.
-func (s *JetStreamSink) commit(g *group) {
-	msgs := make([]*nats.Msg, len(g.segs))
-	for i, seg := range g.segs {
+// writer is the state of the writer goroutine: the published segments not
+// yet resolved, oldest first, and what orders them.
+type writer struct {
+	s *JetStreamSink
+	// flights are the segments published and not yet resolved, in
+	// publish order; flights[next] is the head, the only one resolved.
+	flights []*flight
+	next    int
+	commits int // commits with a segment unresolved
+	// published counts publishes. A segment published again (a retry)
+	// may be stored after segments published before the retry: mark is
+	// the last retried segment resolved stored — its stream sequence,
+	// and the count at its last publish — and a segment published before
+	// that count and stored at or below that sequence lies before it in
+	// the stream, out of chain order (only a retry can reorder: one
+	// connection's publishes are stored in the order made).
+	published uint64
+	markSeq   uint64
+	markPub   uint64
+	// stalled is set while the head waits to be published again: no new
+	// commit is published meanwhile, so retries do not race fresh
+	// segments (records queue, bounded by MaxPending).
+	stalled  bool
+	timer    *time.Timer // the head's retry
+	linger   *time.Timer // MaxWait, for the queue's oldest record
+	lingerOn bool
+}
+
+// flight is one published segment of a commit.
+type flight struct {
+	c        *commitFlight
+	seg      *segment
+	msg      *nats.Msg
+	fut      jetstream.PubAckFuture // nil while it waits to be published again
+	deadline time.Time              // RetryWindow after its oldest record's Emit: not published again after it
+	retryAt  time.Time
+	backoff  time.Duration
+	pub      uint64 // writer.published at its last publish
+	retried  bool
+	// late: first published after its deadline (it queued behind a
+	// failing segment); it is given until deadline + AckTimeout.
+	late bool
+	err  error // set before it was published: resolve with it
+}
+
+// commitFlight is one commit: a group's segments, and its span.
+type commitFlight struct {
+	g       *group
+	span    trace.Span
+	pending int // segments unresolved
+	errs    []error
+}
+
+func (w *writer) room() bool {
+	return !w.stalled && w.commits < w.s.maxInFlight
+}
+
+func (w *writer) idle() bool { return w.next == len(w.flights) }
+
+func (w *writer) head() *flight {
+	if w.idle() {
+		return nil
+	}
+	return w.flights[w.next]
+}
+
+// publish makes g a commit: each segment encoded, given a segment id and
+// published at once; no ack is awaited here. A segment whose oldest record
+// is already past RetryWindow (it queued behind a failing commit) is not
+// published: it fails when it is the head.
+func (w *writer) publish(g *group) {
+	s := w.s
+	c := &commitFlight{g: g, pending: len(g.segs), errs: make([]error, len(g.segs))}
+	c.span = s.startCommit(g)
+	now := time.Now()
+	for _, seg := range g.segs {
 		b := audit.AppendSegmentHeader(make([]byte, 0, seg.size), len(seg.recs))
 		for _, r := range seg.recs {
 			b = audit.AppendSegmentRecord(b, r.Data)
 		}
 		s.segSeq++
-		msgs[i] = &nats.Msg{
+		f := &flight{c: c, seg: seg, deadline: seg.starts[0].Add(s.retryWindow), backoff: retryBackoff, msg: &nats.Msg{
 			Subject: audit.SegmentSubject(s.prefix, seg.tenant),
 			Data:    b,
 			Header: nats.Header{
 				jetstream.MsgIDHeader: []string{s.segID + strconv.FormatUint(s.segSeq, 10)},
 				HeaderSegment:         []string{segmentHeaderValue},
 			},
+		}}
+		if now.After(f.deadline.Add(s.ackTimeout)) {
+			f.err = errWindowPassed
+		} else {
+			w.published++
+			f.pub, f.late = w.published, now.After(f.deadline)
+			f.fut, f.err = s.js.PublishMsgAsync(f.msg, s.pubOpts[:]...)
 		}
+		w.flights = append(w.flights, f)
 	}
-	span := s.startCommit(g)
-	errs := s.store(msgs)
-	endCommit(span, errs)
+	w.commits++
+}
+
+// acked settles the head with the stream's ack: stored, unless stored in
+// another stream or out of order.
+func (w *writer) acked(f *flight, ack *jetstream.PubAck) {
+	var err error
+	switch {
+	case ack.Stream != w.s.stream:
+		err = fmt.Errorf("audit: segment stored in stream %q, not %q", ack.Stream, w.s.stream)
+	case f.pub < w.markPub && ack.Sequence <= w.markSeq:
+		err = fmt.Errorf("%w (stream sequence %d, the retried segment before it %d)", errReordered, ack.Sequence, w.markSeq)
+	case f.retried:
+		w.markSeq, w.markPub = ack.Sequence, f.pub
+	}
+	w.settle(f, err)
+}
+
+// failed handles a head the stream did not acknowledge (a timeout, a lost
+// leader, a refusal, or a publish that could not be made): it is published
+// again, with the same segment id, after a backoff, while that is before
+// its deadline; then it fails. The stream keeps one copy of a segment
+// stored twice within DuplicateWindow, and acknowledges the copy it kept.
+func (w *writer) failed(f *flight, err error) {
+	if err == nil {
+		err = errWindowPassed
+	}
+	if errors.Is(err, errWindowPassed) || errors.Is(err, errSinkClosed) || !time.Now().Add(f.backoff).Before(f.deadline) {
+		w.settle(f, err)
+		return
+	}
+	f.fut, f.err = nil, err
+	f.retryAt = time.Now().Add(f.backoff)
+	f.backoff = min(2*f.backoff, maxRetryBackoff)
+	w.stalled = true
+}
+
+// republish publishes the head again, once its backoff has passed.
+func (w *writer) republish(f *flight) {
+	if time.Now().After(f.deadline) {
+		w.settle(f, fmt.Errorf("%w: %w", errWindowPassed, f.err))
+		return
+	}
+	w.s.retries.Add(1)
+	w.published++
+	f.pub, f.retried = w.published, true
+	fut, err := w.s.js.PublishMsgAsync(f.msg, w.s.pubOpts[:]...)
+	if err != nil {
+		w.failed(f, err)
+		return
+	}
+	f.fut, f.retryAt = fut, time.Time{}
+}
+
+// settle resolves the head: its receipts complete, its live copies go out
+// when it was stored, and its commit ends with its last segment.
+func (w *writer) settle(f *flight, err error) {
+	s := w.s
+	w.flights[w.next] = nil
+	w.next++
+	if w.idle() {
+		w.flights, w.next = w.flights[:0], 0
+	}
+	w.stalled = false
+	c := f.c
+	c.pending--
+	c.errs[len(c.g.segs)-c.pending-1] = err
 	s.mu.Lock()
-	s.resolved += uint64(g.records)
+	s.resolved += uint64(len(f.seg.recs))
 	s.mu.Unlock()
-	for i, seg := range g.segs {
-		s.resolve(seg, errs[i])
-	}
-	if s.live {
-		for i, seg := range g.segs {
-			if errs[i] != nil {
-				continue
-			}
-			pfx := audit.Subject(s.prefix, seg.tenant, "") // the tenant's live prefix
-			for _, r := range seg.recs {
-				// A core publish only buffers; a failure here (closed
-				// connection) loses a live copy, never a stored record.
-				_ = s.nc.Publish(pfx+string(r.Event.Type), r.Data)
-			}
+	s.resolve(f.seg, err)
+	if s.live && err == nil {
+		pfx := audit.Subject(s.prefix, f.seg.tenant, "") // the tenant's live prefix
+		for _, r := range f.seg.recs {
+			// A core publish only buffers; a failure here (closed
+			// connection) loses a live copy, never a stored record.
+			_ = s.nc.Publish(pfx+string(r.Event.Type), r.Data)
 		}
 	}
+	if c.pending > 0 {
+		return
+	}
+	w.commits--
+	endCommit(c.span, c.errs)
 	// Flush returns after the receipts and the live copies.
 	s.mu.Lock()
-	s.committed += uint64(g.records)
+	s.committed += uint64(c.g.records)
 	ch := s.progress
 	s.progress = make(chan struct{})
 	s.mu.Unlock()
 	close(ch)
 }
 
-// store publishes msgs and waits for their acks. A segment the stream did
-// not acknowledge — its leader lost, a server restarting, a timeout — is
-// published again, with the same segment id, until RetryWindow has passed
-// since the first attempt: the stream keeps one copy of a segment it
-// stored twice (DuplicateWindow), and the next commit waits for this one,
-// so a retry can never land after a later segment. While it retries, new
-// records queue (bounded: beyond MaxPending, Emit refuses overloaded).
-func (s *JetStreamSink) store(msgs []*nats.Msg) []error {
-	errs := make([]error, len(msgs))
-	pending := make([]int, len(msgs))
-	for i := range msgs {
-		pending[i] = i
+// abandon fails everything in flight and everything queued: Close's
+// context ended.
+func (w *writer) abandon() {
+	for h := w.head(); h != nil; h = w.head() {
+		w.settle(h, errSinkClosed)
 	}
-	deadline := time.Now().Add(s.retryWindow)
-	backoff := retryBackoff
-	for {
-		futs := make([]jetstream.PubAckFuture, len(pending))
-		for j, i := range pending {
-			futs[j], errs[i] = s.js.PublishMsgAsync(msgs[i], s.pubOpts[:]...)
+	for g := w.s.take(); g != nil; g = w.s.take() {
+		c := &commitFlight{g: g, pending: len(g.segs), errs: make([]error, len(g.segs)), span: w.s.startCommit(g)}
+		w.commits++
+		for _, seg := range g.segs {
+			w.flights = append(w.flights, &flight{c: c, seg: seg})
 		}
-		for j, i := range pending {
-			if errs[i] != nil {
-				continue
-			}
-			select {
-			case ack := <-futs[j].Ok():
-				if ack.Stream != s.stream {
-					errs[i] = fmt.Errorf("audit: segment stored in stream %q, not %q", ack.Stream, s.stream)
-				}
-			case err := <-futs[j].Err():
-				errs[i] = err
-			case <-s.abort:
-				errs[i] = errSinkClosed
-			}
+		for h := w.head(); h != nil; h = w.head() {
+			w.settle(h, errSinkClosed)
 		}
-		var again []int
-		for _, i := range pending {
-			if errs[i] != nil && !errors.Is(errs[i], errSinkClosed) {
-				again = append(again, i)
-			}
-		}
-		if len(again) == 0 || time.Now().Add(backoff).After(deadline) {
-			return errs
-		}
-		select {
-		case <-s.abort:
-			return errs
-		case <-time.After(backoff):
-		}
-		s.retries.Add(uint64(len(again)))
-		pending, backoff = again, min(2*backoff, maxRetryBackoff)
+	}
+}
+
+func (w *writer) retryAt(at time.Time) <-chan time.Time {
+	if w.timer == nil {
+		w.timer = time.NewTimer(time.Until(at))
+	} else {
+		w.timer.Reset(time.Until(at))
+	}
+	return w.timer.C
+}
+
+func (w *writer) lingerFor(d time.Duration) {
+	if w.lingerOn {
+		return
+	}
+	if w.linger == nil {
+		w.linger = time.NewTimer(d)
+	} else {
+		w.linger.Reset(d)
+	}
+	w.lingerOn = true
+}
+
+func (w *writer) lingerC() <-chan time.Time {
+	if !w.lingerOn {
+		return nil
+	}
+	return w.linger.C
+}
+
+func (w *writer) lingerStop() {
+	if w.lingerOn {
+		w.linger.Stop()
+		w.lingerOn = false
+	}
+}
+
+func (w *writer) stop() {
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+	if w.linger != nil {
+		w.linger.Stop()
 	}
 }
 
@@ -623,7 +851,11 @@ const (
 	maxRetryBackoff = time.Second
 )
 
-var errSinkClosed = errors.New("audit: sink closed before the stream acknowledged the segment")
+var (
+	errSinkClosed   = errors.New("audit: sink closed before the stream acknowledged the segment")
+	errWindowPassed = fmt.Errorf("audit: the stream did not acknowledge the segment within the retry window of its oldest record: %w", jetstream.ErrAsyncPublishTimeout)
+	errReordered    = errors.New("audit: the segment was stored after a later segment (a retry of an earlier one landed first), out of chain order")
+)
 
 // Retries is how many times the sink published a segment again because
 // the stream had not acknowledged it.

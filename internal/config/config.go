@@ -316,6 +316,12 @@ type Audit struct {
 	// tool.invoked is stored by the stream; "async" — events are
 	// published without waiting.
 	Durability string `yaml:"durability"`
+	// AwaitCompletion makes a call's answer wait for its tool.completed
+	// to be stored, one more stored commit per call. Default false: the
+	// answer waits for its tool.invoked and every earlier record of the
+	// turn, and its tool.completed is stored before anything later of
+	// the turn is answered or run (docs/audit.md).
+	AwaitCompletion bool `yaml:"await_completion"`
 	// FailOpen lets calls proceed when the stream cannot take events
 	// (default false: they are refused).
 	FailOpen bool `yaml:"fail_open"`
@@ -363,6 +369,12 @@ type Audit struct {
 	// previous commit is acknowledged (groups grow with the load). At
 	// most 1s; docs/performance.md has the measured trade-off.
 	SegmentMaxWait Duration `yaml:"segment_max_wait"`
+	// CommitsInFlight is how many audit commits the writer may have
+	// published and not yet acknowledged at once, 1 to 64. Records are
+	// resolved in the order published whatever the depth. Default
+	// auditstore.DefaultMaxInFlight; docs/performance.md has the measured
+	// trade-off.
+	CommitsInFlight int `yaml:"commits_in_flight"`
 	// MaxPending bounds the records waiting for the audit writer; beyond
 	// it a record waits briefly for room, then is refused overloaded.
 	// Default 16384.
@@ -580,6 +592,9 @@ func (c *Config) defaults() {
 	if c.Audit.MaxAge == 0 {
 		c.Audit.MaxAge = Duration(30 * 24 * time.Hour)
 	}
+	if c.Audit.CommitsInFlight == 0 {
+		c.Audit.CommitsInFlight = auditstore.DefaultMaxInFlight
+	}
 	if c.Audit.MaxPending == 0 {
 		c.Audit.MaxPending = auditstore.DefaultMaxPending
 	}
@@ -695,6 +710,9 @@ func (a Audit) validate(add problems, nats NATS, kernel Kernel) {
 	}
 	if w := a.SegmentMaxWait; w < 0 || w > Duration(time.Second) {
 		add("audit.segment_max_wait %s must be between 0 and 1s", time.Duration(w))
+	}
+	if n := a.CommitsInFlight; n < 1 || n > auditstore.MaxMaxInFlight {
+		add("audit.commits_in_flight %d must be between 1 and %d", n, auditstore.MaxMaxInFlight)
 	}
 	if a.MaxPending < 0 {
 		add("audit.max_pending must not be negative")

@@ -158,11 +158,11 @@ type viewer struct {
 
 // Tenant reports whether the viewer may see tenant's data.
 func (v *viewer) Tenant(t string) bool {
-	return v.ID.Role == identity.Admin || v.ID.AllTenantsBound() || slices.Contains(v.ID.Tenants, t)
+	return v.ID.ClusterAdmin() || v.ID.AllTenantsBound() || slices.Contains(v.ID.Tenants, t)
 }
 
 // AllTenants reports whether the viewer sees every tenant.
-func (v *viewer) AllTenants() bool { return v.ID.Role == identity.Admin || v.ID.AllTenantsBound() }
+func (v *viewer) AllTenants() bool { return v.ID.ClusterAdmin() || v.ID.AllTenantsBound() }
 
 // MayVerify: verifying an audit chain is for admins and audit readers.
 func (v *viewer) MayVerify() bool { return v.ID.Role == identity.Admin || v.ID.Role == identity.Audit }

@@ -48,6 +48,9 @@ const (
 	Audit    Role = "audit"
 	// Admin changes policy (node policy): an account of its own whose
 	// only subjects are the policy service's, which no other role has.
+	// With no Tenants it is a cluster admin (every key); with Tenants a
+	// tenant admin, confined to those tenants' grants, credentials and
+	// approvals (docs/security.md, "Admins").
 	Admin Role = "admin"
 	// Approver decides the approval requests of its tenants (node
 	// approvals): an account of its own whose only subjects are the
@@ -68,8 +71,9 @@ type Identity struct {
 	// _INBOX_<Name>.
 	Name string
 	Role Role
-	// Tenants a runtime may act for, or an audit reader may read;
-	// AllTenants for every tenant.
+	// Tenants a runtime may act for, an audit reader may read, or a
+	// tenant admin may change the policy of; AllTenants for every tenant
+	// (not for an admin: a cluster admin names none).
 	Tenants []string
 	// Principals, if set, narrows a runtime to these principals of its
 	// tenants; each is "tenant/principal".
@@ -118,8 +122,15 @@ func (id Identity) Validate() error {
 			}
 		}
 	case Admin:
-		if len(id.Tenants) > 0 {
-			return fmt.Errorf("%w: admin %s: an admin changes the whole policy; it is bound to no tenants", ErrInvalid, id.Name)
+		// No tenants: a cluster admin (the whole policy); tenants: a
+		// tenant admin (their grants, credentials and approvals only).
+		for _, t := range id.Tenants {
+			if t == AllTenants {
+				return fmt.Errorf("%w: admin %s: a cluster admin is bound to no tenants (leave tenants out); a tenant admin names its tenants", ErrInvalid, id.Name)
+			}
+			if err := audit.CheckTenant(t); err != nil {
+				return fmt.Errorf("%w: %s: %w", ErrInvalid, id.Name, err)
+			}
 		}
 	case Provider:
 		if !namePattern.MatchString(id.Provider) {
@@ -178,6 +189,10 @@ func (id Identity) Approves(tenant string) bool { return id.Role == Approver && 
 
 // AllTenantsBound reports whether id is bound to every tenant.
 func (id Identity) AllTenantsBound() bool { return slices.Contains(id.Tenants, AllTenants) }
+
+// ClusterAdmin reports whether id is an admin of the whole policy (an
+// admin bound to no tenants), not a tenant admin.
+func (id Identity) ClusterAdmin() bool { return id.Role == Admin && len(id.Tenants) == 0 }
 
 func (id Identity) tenant(t string) bool {
 	return id.AllTenantsBound() || slices.Contains(id.Tenants, t)

@@ -47,7 +47,8 @@ func TestValidate(t *testing.T) {
 	}{
 		{"bad name", identity.Identity{Name: "a.b", Role: identity.Node}},
 		{"unknown role", identity.Identity{Name: "x", Role: "root"}},
-		{"an admin bound to tenants", identity.Identity{Name: "x", Role: identity.Admin, Tenants: []string{"a"}}},
+		{"an admin bound to every tenant", identity.Identity{Name: "x", Role: identity.Admin, Tenants: []string{"*"}}},
+		{"an admin bound to a wildcard", identity.Identity{Name: "x", Role: identity.Admin, Tenants: []string{"a.>"}}},
 		{"principals on an admin", identity.Identity{Name: "x", Role: identity.Admin, Principals: []string{"a/ada"}}},
 		{"runtime without tenants", identity.Identity{Name: "x", Role: identity.Runtime}},
 		{"audit without tenants", identity.Identity{Name: "x", Role: identity.Audit}},

@@ -464,15 +464,20 @@ func (f *Front) admit(c *Claims) (*turnEntry, reason.Code, string) {
 }
 
 // forbid refuses a verified token that the turn does not admit: 403, with
-// the reason in WWW-Authenticate and as a JSON-RPC error answering the
-// request (code CodeRefused, data {code, message}), which MCP clients
-// surface as the call's error.
+// the reason in WWW-Authenticate and, for a request, as a JSON-RPC error
+// answering it (code CodeRefused, data {code, message}), which MCP clients
+// surface as the call's error. A notification (no id) is never answered
+// by a JSON-RPC message: its 403 carries the reason as text.
 func (f *Front) forbid(w http.ResponseWriter, r *http.Request, code reason.Code, msg string) {
 	var req struct {
 		ID json.RawMessage `json:"id"`
 	}
 	_ = json.NewDecoder(io.LimitReader(r.Body, f.opts.MaxRequestBodyBytes)).Decode(&req)
 	w.Header().Set("WWW-Authenticate", fmt.Sprintf(`Bearer resource_metadata=%q, error="invalid_token", error_description=%q`, f.metaURL, msg))
+	if len(req.ID) == 0 || string(req.ID) == "null" {
+		http.Error(w, fmt.Sprintf("forbidden: %s: %s", code, msg), http.StatusForbidden)
+		return
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusForbidden)
 	_, _ = w.Write(rpcRefusal(req.ID, "forbidden: "+msg, code, msg))

@@ -49,7 +49,8 @@ type StdioOptions struct {
 // ...) is answered with a JSON-RPC error carrying the HTTP status and
 // reason, so the sandbox sees why; one the endpoint does not answer (not
 // reachable within ConnectTimeout, no answer within RequestTimeout) is
-// answered node_unavailable or deadline_exceeded (unreachable). On
+// answered node_unavailable or deadline_exceeded (unreachable). A
+// notification is never answered, whatever the endpoint says to it. On
 // 2026-07-28 each request carries the Mcp-Method and Mcp-Name headers
 // that revision requires on HTTP.
 func ServeStdio(ctx context.Context, in io.Reader, out io.Writer, opts StdioOptions) error {
@@ -182,8 +183,9 @@ func (b *bridge) handle(ctx context.Context, line []byte) {
 		version = b.version
 		b.vmu.Unlock()
 	}
-	if env.Method == "initialize" {
-		// In order: what follows is sent at the version it negotiates.
+	if env.Method == "initialize" || env.Method == "notifications/initialized" {
+		// The handshake in order: what follows is sent at the version
+		// initialize negotiates, after the client said it is initialized.
 		b.forward(ctx, line, env, version)
 		return
 	}
@@ -233,6 +235,10 @@ func (b *bridge) forward(ctx context.Context, line []byte, env envelope, version
 	ct, _, _ := mime.ParseMediaType(res.Header.Get("Content-Type"))
 	var msgs [][]byte
 	switch {
+	case len(env.ID) == 0:
+		// A notification has no answer: whatever the endpoint said to it
+		// (202, or a refusal once the turn closed) is not the sandbox's
+		// to read, and a response without an id would break its reader.
 	case res.StatusCode == http.StatusAccepted || res.StatusCode == http.StatusNoContent:
 	case ct == "text/event-stream":
 		for _, l := range strings.Split(string(body), "\n") {
@@ -242,7 +248,7 @@ func (b *bridge) forward(ctx context.Context, line []byte, env envelope, version
 		}
 	case ct == "application/json" && json.Valid(body):
 		msgs = append(msgs, bytes.TrimSpace(body))
-	case len(env.ID) > 0:
+	default:
 		b.writeError(env.ID, -32001, fmt.Sprintf("HTTP %d: %s", res.StatusCode, strings.TrimSpace(string(body))))
 	}
 	for _, m := range msgs {

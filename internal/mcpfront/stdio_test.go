@@ -20,6 +20,18 @@ import (
 // line and reading the bridge's answer to it.
 func bridge(t *testing.T, opts mcpfront.StdioOptions) func(line string) map[string]json.RawMessage {
 	t.Helper()
+	write, read := bridgeLines(t, opts)
+	return func(line string) map[string]json.RawMessage {
+		t.Helper()
+		write(line)
+		return read()
+	}
+}
+
+// bridgeLines runs ServeStdio with opts and returns functions writing one
+// line to it and reading the next line it writes.
+func bridgeLines(t *testing.T, opts mcpfront.StdioOptions) (write func(line string), read func() map[string]json.RawMessage) {
+	t.Helper()
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	ctx, cancel := context.WithCancel(testCtx(t))
@@ -30,24 +42,84 @@ func bridge(t *testing.T, opts mcpfront.StdioOptions) func(line string) map[stri
 	}()
 	t.Cleanup(func() {
 		inW.Close()
+		outR.Close() // what the bridge still writes fails rather than blocks
 		cancel()
 		<-done
 	})
 	sc := bufio.NewScanner(outR)
 	sc.Buffer(nil, 1<<20)
-	return func(line string) map[string]json.RawMessage {
+	write = func(line string) {
 		t.Helper()
 		if _, err := io.WriteString(inW, line+"\n"); err != nil {
 			t.Fatal(err)
 		}
+	}
+	read = func() map[string]json.RawMessage {
+		t.Helper()
 		if !sc.Scan() {
-			t.Fatalf("no answer to %s: %v", line, sc.Err())
+			t.Fatalf("no answer: %v", sc.Err())
 		}
 		var m map[string]json.RawMessage
 		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
 			t.Fatalf("answer %s: %v", sc.Bytes(), err)
 		}
 		return m
+	}
+	return write, read
+}
+
+// A notification is never answered, even when the endpoint refuses it (a
+// closed turn's token is refused 403): what the sandbox reads next is the
+// answer to its next request. (A response without an id breaks an SDK
+// client's reader, and every call it has in flight fails with it.)
+func TestStdioBridgeNeverAnswersANotification(t *testing.T) {
+	e := newEnv(t, nil, nil)
+	who, tok := e.open(t, conformance.Ada)
+	write, read := bridgeLines(t, mcpfront.StdioOptions{URL: e.url, Token: tok.Token})
+	write(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	if init := read(); string(init["id"]) != "1" || init["error"] != nil {
+		t.Fatalf("initialize: %s %s", init["error"], init["result"])
+	}
+	if err := e.k.Close(testCtx(t), who, who.LeaseID); err != nil {
+		t.Fatal(err)
+	}
+	write(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	write(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":9}}`)
+	write(call("2", acme))
+	c := read()
+	if string(c["id"]) != "2" || !strings.Contains(string(c["error"]), `"turn_closed"`) {
+		t.Fatalf("the first line after two notifications: id %s, error %s, result %s", c["id"], c["error"], c["result"])
+	}
+}
+
+// Whatever an endpoint says to a notification (here, as some servers do,
+// a JSON-RPC error with a null id) the bridge does not pass on.
+func TestStdioBridgeDropsWhatANotificationIsAnswered(t *testing.T) {
+	// The request is answered only after the notification was, so a
+	// notification's answer, if passed on, is the first line.
+	answered := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var m struct {
+			ID json.RawMessage `json:"id"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&m)
+		w.Header().Set("Content-Type", "application/json")
+		if len(m.ID) == 0 {
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = io.WriteString(w, `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"no"}}`)
+			close(answered)
+			return
+		}
+		<-answered
+		time.Sleep(50 * time.Millisecond) // the notification's answer reaches the bridge first
+		_, _ = io.WriteString(w, `{"jsonrpc":"2.0","id":`+string(m.ID)+`,"result":{}}`)
+	}))
+	t.Cleanup(srv.Close)
+	write, read := bridgeLines(t, mcpfront.StdioOptions{URL: srv.URL + mcpfront.Path, Token: "t"})
+	write(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	write(`{"jsonrpc":"2.0","id":3,"method":"ping"}`)
+	if a := read(); string(a["id"]) != "3" || a["error"] != nil {
+		t.Fatalf("the first line after a notification: id %s, error %s", a["id"], a["error"])
 	}
 }
 

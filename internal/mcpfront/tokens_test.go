@@ -158,6 +158,13 @@ func TestClosedTurnRefusesItsTokens(t *testing.T) {
 	}
 	st, hdr, body := post(t, e.url, tok.Token, listBody, nil)
 	refusedHTTP(t, "after close", st, hdr, body, 403, "is closed")
+	// A notification is refused too, but never answered by a JSON-RPC
+	// message (a response to it would have no id).
+	st, hdr, body = post(t, e.url, tok.Token, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, nil)
+	refusedHTTP(t, "a notification after close", st, hdr, body, 403, "is closed")
+	if strings.Contains(body, "jsonrpc") || strings.HasPrefix(hdr.Get("Content-Type"), "application/json") {
+		t.Fatalf("a notification was answered by a JSON-RPC message: %s %q", hdr.Get("Content-Type"), body)
+	}
 	if _, err := e.front.Mint(ctx, who, 0); err == nil {
 		t.Fatal("minted a token for a closed turn")
 	}

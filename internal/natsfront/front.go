@@ -118,9 +118,9 @@ type Front struct {
 	forbidden, unrecorded atomic.Int64
 	// refusals is the identities' refusal-recording rate.
 	refusals *ratelimit.Limiter
-	// opens and calls are the runtime identities' rate limiters, by name;
-	// read-only once Serve built them.
-	opens, calls map[string]*ratelimit.Limiter
+	// rates are the runtime identities' rate limiters, replaced whole by
+	// SetRates.
+	rates atomic.Pointer[identityRates]
 }
 
 // Serve registers the kernel's endpoints on nc and starts serving.
@@ -147,8 +147,8 @@ func Serve(nc *nats.Conn, k *actors.Kernel, opts Options) (*Front, error) {
 		opts.RefusalRate = DefaultRefusalRate
 	}
 	f := &Front{k: k, nc: nc, opts: opts, sem: make(chan struct{}, opts.MaxConcurrent), pool: workpool.New(64),
-		maxPayload: int(nc.MaxPayload()), opens: limiters(opts.OpenRates), calls: limiters(opts.CallRates),
-		refusals: ratelimit.New(opts.RefusalRate)}
+		maxPayload: int(nc.MaxPayload()), refusals: ratelimit.New(opts.RefusalRate)}
+	f.rates.Store(&identityRates{opens: limiters(opts.OpenRates, nil), calls: limiters(opts.CallRates, nil)})
 	f.ids.Store(opts.Identities)
 	node, p := k.Node(), opts.Prefix
 	f.eps = []endpoint{

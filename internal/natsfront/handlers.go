@@ -87,7 +87,7 @@ func (f *Front) open(ctx context.Context, data []byte) (messages.Message, error)
 	if err != nil {
 		return nil, err
 	}
-	if err := f.rateCheck(ctx, f.opens, "opens"); err != nil {
+	if err := f.rateCheck(ctx, f.rates.Load().opens, "opens"); err != nil {
 		return nil, err
 	}
 	ctx, cancel := f.requestContext(ctx, req.TimeoutMs)
@@ -209,7 +209,7 @@ func (f *Front) invoke(ctx context.Context, data []byte) (messages.Message, erro
 		return nil, err
 	}
 	defer cancel()
-	if err := f.rateCheck(ctx, f.calls, "calls"); err != nil {
+	if err := f.rateCheck(ctx, f.rates.Load().calls, "calls"); err != nil {
 		return nil, err
 	}
 	ctx, span := traceprop.StartExecuteTool(ctx, f.opts.Tracer, req.Tool, traceprop.TransportNATS)

@@ -144,14 +144,35 @@ const refusalRecordTimeout = 5 * time.Second
 // at once) the front records in tenants' trails by default.
 var DefaultRefusalRate = ratelimit.Limit{Rate: 1, Burst: 20}
 
-func limiters(m map[string]ratelimit.Limit) map[string]*ratelimit.Limiter {
+// identityRates are the runtime identities' open and call limiters, by
+// identity name (none: no limit). Read-only once built.
+type identityRates struct {
+	opens, calls map[string]*ratelimit.Limiter
+}
+
+// limiters builds m's limiters, keeping prev's limiter (and so its
+// spent bucket) for each identity whose limit is unchanged.
+func limiters(m map[string]ratelimit.Limit, prev map[string]*ratelimit.Limiter) map[string]*ratelimit.Limiter {
 	out := make(map[string]*ratelimit.Limiter, len(m))
 	for name, l := range m {
-		if lim := ratelimit.New(l); lim != nil {
+		if old := prev[name]; old != nil && old.Limit() == l {
+			out[name] = old
+		} else if lim := ratelimit.New(l); lim != nil {
 			out[name] = lim
 		}
 	}
 	return out
+}
+
+// SetRates makes the identities' open and call rates those given, from
+// each identity's next request on (the policy's identities changed). An
+// identity whose limit is unchanged keeps its bucket as spent; one whose
+// limit changed starts a full bucket of the new limit; one left out has
+// no limit. Safe for concurrent use with the requests the front serves;
+// calls of SetRates itself are the caller's to serialize.
+func (f *Front) SetRates(open, call map[string]ratelimit.Limit) {
+	prev := f.rates.Load()
+	f.rates.Store(&identityRates{opens: limiters(open, prev.opens), calls: limiters(call, prev.calls)})
 }
 
 // rateCheck spends a token of the caller's open or call rate (one bucket

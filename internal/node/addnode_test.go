@@ -153,7 +153,7 @@ func TestFaultNodeAddedAndDrained(t *testing.T) {
 	if len(failed) > 0 {
 		t.Errorf("%d of %d calls, opens and closes failed", len(failed), calls)
 	}
-	s := readSettled(t, auditor, want)
+	s := readSettled(t, auditor, want, nil)
 	if len(s.missing) > 0 || s.twiceCompleted() > 0 || s.dups > 0 {
 		t.Errorf("audit: %d answered calls missing, %d recorded twice, %d records twice", len(s.missing), s.twiceCompleted(), s.dups)
 	}

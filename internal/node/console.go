@@ -73,17 +73,17 @@ func (s consoleSource) Providers() []console.Provider {
 	lp := &s.n.provs
 	lp.mu.Lock()
 	var out []console.Provider
-	for id, p := range lp.cfg {
-		out = append(out, console.Provider{ID: id, Kind: p.Kind})
+	for id, rp := range lp.run {
+		out = append(out, console.Provider{ID: id, Kind: rp.cfg.Kind})
 	}
 	for _, p := range lp.extra {
-		if _, ok := lp.cfg[p.ID()]; !ok {
+		if _, ok := lp.run[p.ID()]; !ok {
 			out = append(out, console.Provider{ID: p.ID(), Kind: "embedded"})
 		}
 	}
 	lp.mu.Unlock()
 	status := map[string][]mcpprovider.ProfileStatus{}
-	for _, mp := range s.n.mcp {
+	for _, mp := range s.n.mcpProviders() {
 		status[mp.ID()] = mp.Status()
 	}
 	for i := range out {

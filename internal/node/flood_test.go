@@ -334,7 +334,7 @@ func TestFaultNodeFlooded(t *testing.T) {
 	}
 
 	// The audit, once the cluster settles.
-	s := readSettled(t, auditorNC, want)
+	s := readSettled(t, auditorNC, want, nil)
 	rep := audit.Verify(s.data, true)
 	if !rep.OK() {
 		t.Errorf("the trail does not verify: %+v", rep.Violations)

@@ -30,7 +30,6 @@ import (
 	"github.com/sharedos/sharedos/internal/config"
 	"github.com/sharedos/sharedos/internal/identity"
 	"github.com/sharedos/sharedos/internal/mcpfront"
-	"github.com/sharedos/sharedos/internal/mcpprovider"
 	"github.com/sharedos/sharedos/internal/natsfront"
 	"github.com/sharedos/sharedos/internal/natsserver"
 	"github.com/sharedos/sharedos/internal/policy"
@@ -70,9 +69,7 @@ type Node struct {
 	sink    *auditstore.JetStreamSink
 	kernel  *actors.Kernel
 	front   *natsfront.Front
-	hosts   []*provider.Host
-	mcp     []*mcpprovider.Provider // kind mcp (internal/node/mcp.go)
-	oauth   *nodeOAuth              // the MCP servers' OAuth grants (internal/node/oauth.go); nil: none uses OAuth
+	oauth   *nodeOAuth // the MCP servers' OAuth grants (internal/node/oauth.go); nil: none uses OAuth
 	httpSrv *http.Server
 	httpLn  net.Listener
 	metrics *metrics
@@ -90,9 +87,6 @@ type Node struct {
 	// (docs/security.md).
 	ids      atomic.Pointer[identity.Set]
 	credsDir string
-	// conns are connections the node opened for identities it hosts
-	// (hosted providers), closed at shutdown.
-	conns []*nats.Conn
 
 	checkpoints *auditstore.Checkpointer // signed audit checkpoints, in front of sink
 	// key is the node's Ed25519 key: it signs audit checkpoints and the
@@ -121,7 +115,7 @@ type Node struct {
 	identityMu sync.Mutex
 	started    atomic.Bool
 	// provs are the providers the node runs, rebuilt when the policy's
-	// change (internal/node/policy.go).
+	// change (internal/node/providers.go).
 	provs liveProviders
 
 	ready    atomic.Bool
@@ -172,7 +166,8 @@ func Start(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err 
 		MaxBytes: cfg.Audit.MaxBytes, Replicas: cfg.Audit.Replicas, DuplicateWindow: time.Duration(cfg.Audit.DuplicateWindow),
 		Durability: cfg.Audit.Durability, FailOpen: cfg.Audit.FailOpen, Logger: n.log,
 		MaxSegmentBytes: cfg.SegmentBytes(), MaxWait: time.Duration(cfg.Audit.SegmentMaxWait), MaxPending: cfg.Audit.MaxPending,
-		AckTimeout: time.Duration(cfg.Audit.AckTimeout), RetryWindow: time.Duration(cfg.Audit.RetryWindow),
+		MaxInFlight: cfg.Audit.CommitsInFlight,
+		AckTimeout:  time.Duration(cfg.Audit.AckTimeout), RetryWindow: time.Duration(cfg.Audit.RetryWindow),
 		Tracer: n.tracing.Tracer(),
 		OnPublish: func(d time.Duration, err error) {
 			if n.metrics != nil {
@@ -207,61 +202,20 @@ func Start(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err 
 	// From here the node runs on the store's policy: cfg is the file with
 	// the store's policy sections (equal to the file's unless
 	// policy.source is store).
-	if cfg, err = n.startPolicy(ctx, opts.Handlers); err != nil {
+	if cfg, err = n.startPolicy(ctx, opts); err != nil {
 		return nil, err
 	}
 	n.cfg = cfg
 	if err := n.usePolicyIdentities(cfg); err != nil {
 		return nil, err
 	}
-	static, err := cfg.StaticProviders(opts.Handlers)
-	if err != nil {
-		return nil, err
-	}
-	var ps []providers.ContextToolProvider
-	for _, s := range static {
-		ps = append(ps, s)
-	}
-	for _, p := range cfg.Providers {
-		if p.Kind != "nats" {
-			continue
-		}
-		if p.Host != "" {
-			impl, ok := opts.Hostable[p.Host]
-			if !ok {
-				return nil, fmt.Errorf("node: provider %s: no hostable provider %q", p.ID, p.Host)
-			}
-			ttl := time.Duration(p.TTL) // config defaults it (DefaultHostedTTL)
-			pc, err := n.providerConn(p.ID)
-			if err != nil {
-				return nil, fmt.Errorf("node: hosting provider %s: %w", p.ID, err)
-			}
-			// Instance: this node asks its own instance first, so another
-			// node's instance being paused or gone never stalls its turns.
-			h, err := provider.Serve(pc, p.ID, impl, &provider.Options{Prefix: cfg.NATS.Prefix, TTL: ttl,
-				TrustedKeys: []ed25519.PublicKey{n.key.Public().(ed25519.PublicKey)}, Instance: cfg.Node.ID,
-				TracerProvider: n.tracing.Provider()})
-			if err != nil {
-				return nil, fmt.Errorf("node: hosting provider %s: %w", p.ID, err)
-			}
-			n.hosts = append(n.hosts, h)
-		}
-		ropts := []providers.RemoteOption{providers.WithLogger(n.log), providers.WithSigner(n.key), providers.WithTracer(n.tracing.Tracer())}
-		if p.Host != "" {
-			ropts = append(ropts, providers.WithInstance(cfg.Node.ID))
-		}
-		ps = append(ps, providers.NewRemote(n.nc, p.ID, cfg.NATS.Prefix, ropts...))
-	}
 	if opts.MCPServers == nil {
 		opts.MCPServers = DefaultMCPServers()
 	}
-	if err := n.startMCP(cfg, opts.MCPServers); err != nil {
+	ps, err := n.startProviders(cfg, opts)
+	if err != nil {
 		return nil, err
 	}
-	for _, mp := range n.mcp {
-		ps = append(ps, mp)
-	}
-	n.noteProviders(cfg, ps, opts)
 	ps = append(ps, opts.Providers...)
 	if err := n.openApprovals(ctx); err != nil {
 		return nil, err
@@ -272,9 +226,10 @@ func Start(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err 
 	n.registerMCPMetrics()
 	n.kernel, err = actors.New(actors.Options{
 		Node: cfg.Node.ID, Providers: ps, Required: cfg.Required(), Authority: n.live, Credentials: n.live,
-		SharesTurns: func(opener, caller string) bool { return n.identities().SharesTurns(opener, caller) },
-		Sink:        n.watchTurns(observingSink{next: n.checkpoints, m: n.metrics}),
-		StepCeiling: cfg.Kernel.StepCeiling, MaxInFlightPerTurn: cfg.Kernel.MaxInFlightPerTurn, MaxTurns: cfg.Kernel.MaxTurns,
+		SharesTurns:     func(opener, caller string) bool { return n.identities().SharesTurns(opener, caller) },
+		Sink:            n.watchTurns(observingSink{next: n.checkpoints, m: n.metrics}),
+		AwaitCompletion: cfg.Audit.AwaitCompletion,
+		StepCeiling:     cfg.Kernel.StepCeiling, MaxInFlightPerTurn: cfg.Kernel.MaxInFlightPerTurn, MaxTurns: cfg.Kernel.MaxTurns,
 		MaxTurnsPerPrincipal: cfg.Kernel.MaxTurnsPerPrincipal, MaxLeasesPerTurn: cfg.Kernel.MaxLeasesPerTurn,
 		OpenRate:    actors.RateLimit(cfg.Kernel.OpenRate.Limit()),
 		CallRate:    actors.RateLimit(cfg.Kernel.CallRate.Limit()),
@@ -476,22 +431,22 @@ func names(ids []identity.Identity) []string {
 
 // providerConn is the connection a hosted provider serves on: as its
 // provider identity (confined to its own subjects) on the embedded
-// server; on an external cluster the node's own connection.
-func (n *Node) providerConn(id string) (*nats.Conn, error) {
+// server, opened for it (own: the caller closes it); on an external
+// cluster the node's own connection.
+func (n *Node) providerConn(id string) (_ *nats.Conn, own bool, _ error) {
 	if n.srv == nil {
-		return n.nc, nil
+		return n.nc, false, nil
 	}
 	for _, pid := range n.identities().OfRole(identity.Provider) {
 		if pid.Provider == id {
 			nc, err := n.Connect(pid.Name)
 			if err != nil {
-				return nil, err
+				return nil, false, err
 			}
-			n.conns = append(n.conns, nc)
-			return nc, nil
+			return nc, true, nil
 		}
 	}
-	return nil, fmt.Errorf("no provider identity serves %s", id)
+	return nil, false, fmt.Errorf("no provider identity serves %s", id)
 }
 
 // CredentialsDir is where the embedded server's identities' seed files
@@ -666,16 +621,8 @@ func (n *Node) Shutdown(ctx context.Context) error {
 		if n.kernel != nil {
 			errs = append(errs, n.kernel.Shutdown(ctx))
 		}
-		for _, h := range n.hosts {
-			errs = append(errs, h.Stop(ctx))
-		}
-		for _, mp := range n.mcp {
-			errs = append(errs, mp.Close())
-		}
+		errs = append(errs, n.stopProviders(ctx))
 		n.stopOAuth()
-		for _, c := range n.conns {
-			c.Close()
-		}
 		if n.view != nil {
 			n.view.Stop()
 		}

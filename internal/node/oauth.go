@@ -16,6 +16,7 @@ import (
 	"github.com/sharedos/sharedos/internal/mcpfront"
 	"github.com/sharedos/sharedos/internal/mcpprovider"
 	"github.com/sharedos/sharedos/internal/oauth"
+	"github.com/sharedos/sharedos/internal/policy"
 	"github.com/sharedos/sharedos/reason"
 )
 
@@ -83,10 +84,8 @@ func (n *Node) serveOAuth(mux *http.ServeMux) error {
 			n.oauth.m.SetRedirectURL(strings.TrimSuffix(u, mcpfront.Path) + oauth.CallbackPath)
 		}
 		mux.Handle("GET "+oauth.CallbackPath, n.oauth.m.Callback(func(ref oauth.Ref) (string, error) {
-			for _, mp := range n.mcp {
-				if mp.ID() == ref.Server {
-					return mp.ClientSecret(ref)
-				}
+			if mp, ok := n.mcpProvider(ref.Server); ok {
+				return mp.ClientSecret(ref)
 			}
 			return "", fmt.Errorf("no mcp server %s", ref.Server)
 		}))
@@ -110,28 +109,43 @@ func (n *Node) serveOAuth(mux *http.ServeMux) error {
 
 // adminOf is the admin identity m came from (its account, from the
 // server-set Nats-Request-Info), or the refusal for one that is not.
-func (n *Node) adminOf(m *nats.Msg) (string, *oauth.ReplyError) {
+func (n *Node) adminOf(m *nats.Msg) (*identity.Identity, *oauth.ReplyError) {
 	var ci struct {
 		Account string `json:"acc"`
 	}
 	info := m.Header.Get("Nats-Request-Info")
 	if len(info) > 4096 || json.Unmarshal([]byte(info), &ci) != nil || ci.Account == "" {
-		return "", &oauth.ReplyError{Code: string(reason.PolicyForbidden), Message: "the request did not come through an admin identity's account"}
+		return nil, &oauth.ReplyError{Code: string(reason.PolicyForbidden), Message: "the request did not come through an admin identity's account"}
 	}
-	if id, ok := n.identities().Lookup(ci.Account); !ok || id.Role != identity.Admin {
-		return "", &oauth.ReplyError{Code: string(reason.PolicyForbidden), Message: fmt.Sprintf("bus identity %q is not an admin", ci.Account)}
+	id, ok := n.identities().Lookup(ci.Account)
+	if !ok || id.Role != identity.Admin {
+		return nil, &oauth.ReplyError{Code: string(reason.PolicyForbidden), Message: fmt.Sprintf("bus identity %q is not an admin", ci.Account)}
 	}
-	return ci.Account, nil
+	return id, nil
 }
 
-// adminRequest is the admin m came from, with m's body (at most 4 KiB)
-// decoded into req; else the refusal (usage says what a request is).
-func (n *Node) adminRequest(m *nats.Msg, req any, usage string) (string, *oauth.ReplyError) {
-	by, rerr := n.adminOf(m)
-	if rerr == nil && (len(m.Data) > 4096 || json.Unmarshal(m.Data, req) != nil) {
-		rerr = &oauth.ReplyError{Code: string(reason.InvalidRequest), Message: usage}
+// grantRequest is the admin m came from, with m's body (at most 4 KiB)
+// decoded into req, and the MCP provider serving provider(req); else the
+// refusal (usage says what a request is). A tenant admin is refused
+// every profile outside its tenants, tenant(req) and profile(req).
+func grantRequest[R any](n *Node, m *nats.Msg, req *R, usage string, named func(*R) (provider, tenant, profile string)) (*identity.Identity, *mcpprovider.Provider, *oauth.ReplyError) {
+	id, rerr := n.adminOf(m)
+	if rerr != nil {
+		return nil, nil, rerr
 	}
-	return by, rerr
+	if len(m.Data) > 4096 || json.Unmarshal(m.Data, req) != nil {
+		return nil, nil, &oauth.ReplyError{Code: string(reason.InvalidRequest), Message: usage}
+	}
+	provider, tenant, profile := named(req)
+	if !adminScope(id).Covers(policy.Key{Kind: policy.Credentials, Tenant: tenant, Name: profile}) {
+		return nil, nil, &oauth.ReplyError{Code: string(reason.PolicyForbidden),
+			Message: fmt.Sprintf("admin %s is bound to tenants %v: it authorizes only their credential profiles", id.Name, id.Tenants)}
+	}
+	mp, ok := n.mcpProvider(provider)
+	if !ok {
+		return nil, nil, &oauth.ReplyError{Code: string(reason.InvalidRequest), Message: fmt.Sprintf("no mcp provider %q on this node", provider)}
+	}
+	return id, mp, nil
 }
 
 // respond answers m with rep as JSON.
@@ -148,18 +162,14 @@ func (n *Node) answerLogin(m *nats.Msg) {
 		rep.Error = &oauth.ReplyError{Code: string(code), Message: fmt.Sprintf(format, args...)}
 	}
 	var req oauth.LoginRequest
-	by, rerr := n.adminRequest(m, &req, "a login request is {provider, tenant, profile, principal, scopes}")
+	id, mp, rerr := grantRequest(n, m, &req, "a login request is {provider, tenant, profile, principal, scopes}",
+		func(r *oauth.LoginRequest) (string, string, string) { return r.Provider, r.Tenant, r.Profile })
 	if rerr != nil {
 		rep.Error = rerr
 		return
 	}
 	if len(req.Scopes) > 64 {
 		refuse(reason.InvalidRequest, "a login asks for at most 64 scopes")
-		return
-	}
-	mp, rerr := n.mcpProvider(req.Provider)
-	if rerr != nil {
-		rep.Error = rerr
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -169,18 +179,8 @@ func (n *Node) answerLogin(m *nats.Msg) {
 		refuse(reason.InvalidRequest, "%s", err.Error())
 		return
 	}
-	n.log.Info("oauth: login started", "by", by, "provider", req.Provider, "tenant", req.Tenant, "profile", req.Profile, "principal", req.Principal)
+	n.log.Info("oauth: login started", "by", id.Name, "provider", req.Provider, "tenant", req.Tenant, "profile", req.Profile, "principal", req.Principal)
 	rep.Login = &l
-}
-
-// mcpProvider is this node's MCP provider id, or the refusal naming none.
-func (n *Node) mcpProvider(id string) (*mcpprovider.Provider, *oauth.ReplyError) {
-	for _, mp := range n.mcp {
-		if mp.ID() == id {
-			return mp, nil
-		}
-	}
-	return nil, &oauth.ReplyError{Code: string(reason.InvalidRequest), Message: fmt.Sprintf("no mcp provider %q on this node", id)}
 }
 
 // answerLogout withdraws one grant for an admin (mcpprovider's Logout):
@@ -189,11 +189,8 @@ func (n *Node) answerLogout(m *nats.Msg) {
 	rep := oauth.LogoutReply{}
 	defer respond(m, &rep)
 	var req oauth.LogoutRequest
-	by, rerr := n.adminRequest(m, &req, "a logout request is {provider, tenant, profile, principal}")
-	mp := (*mcpprovider.Provider)(nil)
-	if rerr == nil {
-		mp, rerr = n.mcpProvider(req.Provider)
-	}
+	id, mp, rerr := grantRequest(n, m, &req, "a logout request is {provider, tenant, profile, principal}",
+		func(r *oauth.LogoutRequest) (string, string, string) { return r.Provider, r.Tenant, r.Profile })
 	if rerr != nil {
 		rep.Error = rerr
 		return
@@ -204,7 +201,7 @@ func (n *Node) answerLogout(m *nats.Msg) {
 		rep.Error = &oauth.ReplyError{Code: string(reason.InvalidRequest), Message: err.Error()}
 		return
 	}
-	n.log.Info("oauth: grant withdrawn", "by", by, "provider", req.Provider, "tenant", req.Tenant, "profile", req.Profile, "principal", req.Principal)
+	n.log.Info("oauth: grant withdrawn", "by", id.Name, "provider", req.Provider, "tenant", req.Tenant, "profile", req.Profile, "principal", req.Principal)
 	rep.Withdrawn = true
 }
 
@@ -213,9 +210,14 @@ func (n *Node) answerLogout(m *nats.Msg) {
 func (n *Node) answerReseal(m *nats.Msg) {
 	rep := oauth.ResealReply{}
 	defer respond(m, &rep)
-	by, rerr := n.adminOf(m)
+	id, rerr := n.adminOf(m)
 	if rerr != nil {
 		rep.Error = rerr
+		return
+	}
+	if !id.ClusterAdmin() {
+		rep.Error = &oauth.ReplyError{Code: string(reason.PolicyForbidden),
+			Message: fmt.Sprintf("admin %s is bound to tenants %v: resealing moves every tenant's grants, a cluster admin's operation", id.Name, id.Tenants)}
 		return
 	}
 	if n.oauth.m == nil {
@@ -229,7 +231,7 @@ func (n *Node) answerReseal(m *nats.Msg) {
 		rep.Error = &oauth.ReplyError{Code: string(reason.ProviderUnavailable), Message: err.Error()}
 		return
 	}
-	n.log.Info("oauth: grants resealed", "by", by, "key_id", r.KeyID, "resealed", r.Resealed, "unreadable", len(r.Unreadable))
+	n.log.Info("oauth: grants resealed", "by", id.Name, "key_id", r.KeyID, "resealed", r.Resealed, "unreadable", len(r.Unreadable))
 	rep.Report = &r
 }
 

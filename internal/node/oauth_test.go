@@ -93,6 +93,7 @@ func testOAuthLogin(t *testing.T, follow func(t *testing.T, as *oauthtest.Server
 		}
 	}
 	cfg.CredentialProfiles = append(cfg.CredentialProfiles, config.CredentialProfile{Tenant: "acme", Profile: "gh-user", Principals: []string{"ada"}})
+	cfg.Identities = append(cfg.Identities, config.Identity{Name: "admin-globex", Role: "admin", Tenants: []string{"globex"}})
 	cfg.Providers = append(cfg.Providers, config.Provider{ID: "gh", Kind: "mcp", MCP: &mcpprovider.Config{
 		Transport: "http", URL: rs.URL + oauthtest.MCPPath,
 		Credentials: []mcpprovider.Credential{{Tenant: "acme", Profile: "gh-user", OAuth: &mcpprovider.OAuth{
@@ -135,7 +136,16 @@ func testOAuthLogin(t *testing.T, follow func(t *testing.T, as *oauthtest.Server
 			t.Fatal("a runtime identity started a login")
 		}
 	}
-	m, err := connectAs(t, n, "admin").Request(oauth.LoginSubject("sharedos"), req, 10*time.Second)
+	// A tenant admin of another tenant is refused acme's profile.
+	m, err := connectAs(t, n, "admin-globex").Request(oauth.LoginSubject("sharedos"), req, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var refused oauth.LoginReply
+	if json.Unmarshal(m.Data, &refused) != nil || refused.Login != nil || refused.Error == nil || refused.Error.Code != "policy_forbidden" {
+		t.Fatalf("globex's admin asking for acme's login: %s", m.Data)
+	}
+	m, err = connectAs(t, n, "admin").Request(oauth.LoginSubject("sharedos"), req, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,6 +184,21 @@ func testOAuthLogin(t *testing.T, follow func(t *testing.T, as *oauthtest.Server
 
 	// The admin reseals (every grant is under the node's only key
 	// already) and withdraws ada's grant: her next turn is auth_required.
+	// globex's admin may do neither: resealing moves every tenant's
+	// grants, and ada's grant is acme's.
+	for _, subject := range []string{oauth.ResealSubject("sharedos"), oauth.LogoutSubject("sharedos")} {
+		body, _ := json.Marshal(oauth.LogoutRequest{Provider: "gh", Tenant: "acme", Profile: "gh-user", Principal: "ada"})
+		m, err := connectAs(t, n, "admin-globex").Request(subject, body, 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rep struct {
+			Error *oauth.ReplyError `json:"error"`
+		}
+		if json.Unmarshal(m.Data, &rep) != nil || rep.Error == nil || rep.Error.Code != "policy_forbidden" {
+			t.Fatalf("globex's admin on %s: %s", subject, m.Data)
+		}
+	}
 	m, err = connectAs(t, n, "admin").Request(oauth.ResealSubject("sharedos"), []byte(`{}`), 10*time.Second)
 	if err != nil {
 		t.Fatal(err)

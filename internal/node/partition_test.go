@@ -282,7 +282,7 @@ func TestFaultNodePartitioned(t *testing.T) {
 	if cutOff == 0 {
 		t.Errorf("no call on node-3's turns started during the cut failed (%v): the fault was not exercised", byNode["node-3"])
 	}
-	s := readSettled(t, auditor, want)
+	s := readSettled(t, auditor, want, nil)
 	if len(s.missing) > 0 {
 		t.Errorf("%d answered calls without their records, e.g. %v", len(s.missing), s.missing[0])
 	}

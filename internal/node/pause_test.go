@@ -335,7 +335,7 @@ func TestFaultNodePaused(t *testing.T) {
 
 	// The audit, once the cluster settles.
 	// The stale calls the resumed node carried out are recorded too.
-	s := readSettled(t, auditorNC, append(want, stale...))
+	s := readSettled(t, auditorNC, append(want, stale...), nil)
 	rep := audit.Verify(s.data, true)
 	if !rep.OK() {
 		t.Errorf("the trail does not verify: %+v", rep.Violations)

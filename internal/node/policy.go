@@ -6,10 +6,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"reflect"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -19,7 +17,7 @@ import (
 	"github.com/sharedos/sharedos/internal/config"
 	"github.com/sharedos/sharedos/internal/identity"
 	"github.com/sharedos/sharedos/internal/policy"
-	"github.com/sharedos/sharedos/internal/providers"
+	"github.com/sharedos/sharedos/reason"
 )
 
 // SeedAuthor is who the seed of an empty policy store is recorded as.
@@ -34,7 +32,7 @@ const seedSettle = 10 * time.Second
 // they must be equal), and starts the node's view of it. It returns the
 // configuration the node runs with: the file's, with the store's policy
 // sections.
-func (n *Node) startPolicy(ctx context.Context, handlers map[string]providers.Handler) (*config.Config, error) {
+func (n *Node) startPolicy(ctx context.Context, nopts Options) (*config.Config, error) {
 	cfg := n.cfg
 	fileDoc := policy.FromConfig(cfg)
 	if err := checkReserved(fileDoc); err != nil {
@@ -53,9 +51,15 @@ func (n *Node) startPolicy(ctx context.Context, handlers map[string]providers.Ha
 			if err := d.Validate(); err != nil {
 				return err
 			}
-			// A static tool is checked as the node builds it (its
-			// definition normalized, its handler known), as a start would.
-			_, err := d.Apply(cfg).StaticProviders(handlers)
+			// A provider is checked as the node builds it, as a start
+			// would: a static tool's definition normalized and its
+			// handler known, a hosted provider one this node can host.
+			for _, p := range d.Providers {
+				if _, ok := nopts.Hostable[p.Host]; p.Kind == "nats" && p.Host != "" && !ok {
+					return fmt.Errorf("config: provider %s: no hostable provider %q", p.ID, p.Host)
+				}
+			}
+			_, err := d.Apply(cfg).StaticProviders(nopts.Handlers)
 			return err
 		},
 		Journal: n.policyJournal,
@@ -214,7 +218,7 @@ func (n *Node) PolicyView() *policy.View { return n.view }
 // identities and the embedded server's configuration is reloaded, which
 // disconnects an identity removed or re-keyed (its seed file replaced);
 // the NATS front and the policy service judge callers against the new
-// set. With an external cluster the operator applies the printed
+// set, and the front their opens and calls against its rates. With an external cluster the operator applies the printed
 // configuration to its servers (docs/operations.md, "Changing policy").
 func (n *Node) usePolicyIdentities(cfg *config.Config) error {
 	n.identityMu.Lock()
@@ -228,7 +232,7 @@ func (n *Node) usePolicyIdentities(cfg *config.Config) error {
 		if cur != nil && !slices.EqualFunc(ids.All(), cur.All(), sameIdentity) {
 			n.log.Warn("the policy's identities changed: print the external cluster's configuration with `node identities` and reload its servers (docs/operations.md)")
 		}
-		n.setIdentities(ids)
+		n.setIdentities(ids, cfg)
 		return nil
 	}
 	accounts, err := identity.Provision(n.credsDir, cfg.Bus(), ids.All())
@@ -236,130 +240,52 @@ func (n *Node) usePolicyIdentities(cfg *config.Config) error {
 		return fmt.Errorf("node: %w", err)
 	}
 	if accounts == n.accounts {
-		n.setIdentities(ids)
+		n.setIdentities(ids, cfg)
 		return nil
 	}
 	if err := n.srv.Reload(accounts); err != nil {
 		return fmt.Errorf("node: applying the policy's identities to the embedded server: %w", err)
 	}
 	n.accounts = accounts
-	n.setIdentities(ids)
+	n.setIdentities(ids, cfg)
 	n.log.Info("bus identities reloaded from the policy", "identities", names(ids.All()))
 	return nil
 }
 
-func (n *Node) setIdentities(ids *identity.Set) {
+// setIdentities makes the node judge callers against ids, and their
+// opens and calls against cfg's identity rates, from their next request
+// on. Called with identityMu held.
+func (n *Node) setIdentities(ids *identity.Set, cfg *config.Config) {
 	n.ids.Store(ids)
 	if n.front != nil {
 		n.front.SetIdentities(ids)
+		n.front.SetRates(cfg.IdentityRates())
 	}
 }
 
-// policyChanged applies a change the view reports: identities to the
-// bus at once. Grants and credential bindings are live already (the
-// view keeps authority.Live); a provider change takes effect at the
-// node's next start (docs/operations.md).
+// policyChanged applies a change the view reports. Grants and
+// credential bindings are live already (the view keeps authority.Live).
+// A change of identities or providers applies the identities to the bus
+// first (a nats provider brings its provider identity), then the
+// providers to new turns: a hosted provider serves on its identity, and
+// one that could not start for want of it starts once it is there.
 func (n *Node) policyChanged(e policy.Entry, op policy.Op) {
 	n.log.Info("policy changed", "key", e.Key.String(), "op", op, "revision", e.Revision)
-	switch e.Key.Kind {
-	case policy.Identities:
-		doc, _, err := n.view.Document()
-		if err == nil {
-			err = n.usePolicyIdentities(doc.Apply(n.fileCfg))
-		}
-		if err != nil {
-			n.log.Error("the policy's identities could not be applied; the bus keeps serving the previous ones", "err", err)
-		}
-	case policy.Providers:
-		doc, _, err := n.view.Document()
-		if err == nil {
-			err = n.useProviders(doc.Apply(n.fileCfg))
-		}
-		if err != nil {
-			n.log.Error("the policy's providers could not be applied; new turns keep the previous ones", "err", err)
-		}
+	if e.Key.Kind != policy.Identities && e.Key.Kind != policy.Providers {
+		return
 	}
-}
-
-// liveProviders is what the node needs to rebuild its provider set when
-// the policy's providers change: the instances it runs, by id, with the
-// configuration each was built from, and what the configuration does not
-// say (handlers, the embedder's providers).
-type liveProviders struct {
-	mu       sync.Mutex
-	inst     map[string]providers.ContextToolProvider
-	cfg      map[string]config.Provider
-	handlers map[string]providers.Handler
-	extra    []providers.ContextToolProvider
-}
-
-// noteProviders records the providers Start built from cfg.
-func (n *Node) noteProviders(cfg *config.Config, ps []providers.ContextToolProvider, opts Options) {
-	lp := &n.provs
-	lp.inst, lp.cfg = map[string]providers.ContextToolProvider{}, map[string]config.Provider{}
-	for _, p := range ps {
-		lp.inst[p.ID()] = p
-	}
-	for _, p := range cfg.Providers {
-		lp.cfg[p.ID] = p
-	}
-	lp.handlers, lp.extra = opts.Handlers, opts.Providers
-}
-
-// useProviders makes new turns resolve the providers of cfg (the
-// store's); turns already open keep the catalogue they hold. Static
-// providers and nats providers the node does not host are built anew; a
-// provider the node hosts or an mcp provider (a process, a connection)
-// is started only at the node's start: one added or changed while it
-// runs is logged and takes effect from its next start (a changed one
-// keeps serving as it was).
-func (n *Node) useProviders(cfg *config.Config) error {
-	lp := &n.provs
-	lp.mu.Lock()
-	defer lp.mu.Unlock()
-	static, err := cfg.StaticProviders(lp.handlers)
+	doc, _, err := n.view.Document()
 	if err != nil {
-		return err
+		n.log.Error("the policy's identities and providers could not be read; the node keeps the previous ones", "err", err)
+		return
 	}
-	staticByID := map[string]providers.ContextToolProvider{}
-	for _, s := range static {
-		staticByID[s.ID()] = s
+	cfg := doc.Apply(n.fileCfg)
+	if err := n.usePolicyIdentities(cfg); err != nil {
+		n.log.Error("the policy's identities could not be applied; the bus keeps serving the previous ones", "err", err)
 	}
-	var ps []providers.ContextToolProvider
-	inst, cfgs := map[string]providers.ContextToolProvider{}, map[string]config.Provider{}
-	for _, p := range cfg.Providers {
-		old, had := lp.inst[p.ID]
-		same := had && reflect.DeepEqual(lp.cfg[p.ID], p)
-		var cur providers.ContextToolProvider
-		switch {
-		case same:
-			cur = old
-		case p.Kind == "static":
-			cur = staticByID[p.ID]
-		case p.Kind == "nats" && p.Host == "":
-			cur = providers.NewRemote(n.nc, p.ID, cfg.NATS.Prefix, providers.WithLogger(n.log), providers.WithSigner(n.key),
-				providers.WithTracer(n.tracing.Tracer()))
-		case had:
-			n.log.Warn("a provider this node hosts or reaches over MCP changed in the policy: it keeps serving as it was until the node's next start", "provider", p.ID)
-			ps, inst[p.ID], cfgs[p.ID] = append(ps, old), old, lp.cfg[p.ID]
-			continue
-		default:
-			n.log.Warn("a provider this node would host or reach over MCP was added to the policy: it is served from the node's next start", "provider", p.ID)
-			continue
-		}
-		ps, inst[p.ID], cfgs[p.ID] = append(ps, cur), cur, p
+	if err := n.useProviders(cfg); err != nil {
+		n.log.Error("the policy's providers could not be applied; new turns keep the previous ones", "err", err)
 	}
-	var required []string
-	for _, r := range cfg.Required() {
-		if _, ok := inst[r]; ok {
-			required = append(required, r)
-		}
-	}
-	if err := n.kernel.SetProviders(append(ps, lp.extra...), required); err != nil {
-		return err
-	}
-	lp.inst, lp.cfg = inst, cfgs
-	return nil
 }
 
 func sameIdentity(a, b identity.Identity) bool {
@@ -370,18 +296,47 @@ func sameIdentity(a, b identity.Identity) bool {
 // servePolicy serves the admin service (node policy) on the node's
 // connection, answering only admin identities: the bus gives no other
 // role the policy subjects, and a request that did not come through an
-// admin's account is refused policy_forbidden.
+// admin's account is refused policy_forbidden. A tenant admin is
+// confined to its tenants' keys; what it is refused is recorded
+// (policy.refused).
 func (n *Node) servePolicy() error {
 	svc, err := policy.Serve(n.nc, n.policy, policy.ServiceOptions{
 		Prefix: n.cfg.NATS.Prefix, Logger: n.log, MaxRequestBytes: n.cfg.NATS.MaxMessageBytes,
-		Admin: func(account string) bool {
+		Admin: func(account string) (policy.Scope, bool) {
 			id, ok := n.identities().Lookup(account)
-			return ok && id.Role == identity.Admin
+			if !ok || id.Role != identity.Admin {
+				return policy.Scope{}, false
+			}
+			return adminScope(id), true
 		},
+		Refused: n.recordRefusal,
 	})
 	if err != nil {
 		return fmt.Errorf("node: policy service: %w", err)
 	}
 	n.policySvc = svc
 	return nil
+}
+
+// adminScope is the keys admin identity id has: every key for a cluster
+// admin (no tenants), its tenants' for a tenant admin.
+func adminScope(id *identity.Identity) policy.Scope {
+	if id.ClusterAdmin() {
+		return policy.Scope{All: true}
+	}
+	return policy.Scope{Tenants: slices.Clone(id.Tenants)}
+}
+
+// recordRefusal records an admin's operation refused for its scope as
+// policy.refused, in a policy chain of its own, and returns once the
+// audit stream has stored it.
+func (n *Node) recordRefusal(ctx context.Context, by string, e *policy.ForbiddenError) error {
+	j := n.policyJournal().(*journal)
+	rs, err := j.chain.EmitRefusal(n.checkpoints, time.Now(), audit.PolicyRefusal{
+		Op: e.Op, Key: e.Key.String(), By: by, Code: string(reason.PolicyForbidden), Tenants: e.Scope.Tenants,
+	})
+	for _, r := range rs {
+		err = errors.Join(err, audit.Wait(ctx, r))
+	}
+	return errors.Join(err, j.End(ctx))
 }

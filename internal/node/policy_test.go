@@ -316,3 +316,48 @@ func waitIdentities(t *testing.T, n *node.Node, done func(*identity.Set) bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// An identity's call rate changed in the policy applies to its next
+// call, on the connection and in the turn it already has: lowered to one
+// call in a thousand seconds, its first call runs and its second is
+// refused rate_limited; raised again, its calls run. A change of another
+// identity leaves its spent bucket as it is.
+func TestPolicyIdentityRateChangesLive(t *testing.T) {
+	n, rt := startConnected(t, sampleConfig(t, t.TempDir()))
+	turn, err := client.New(rt, nil).Open(ctx(t), client.Access{Tenant: "acme", Principal: "ada", Namespaces: []string{"notes"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer turn.Close(ctx(t))
+	get := []byte(`{"space":"acme","title":"plan"}`)
+	call := func() error {
+		_, err := turn.Invoke(ctx(t), "notes_get", get)
+		if err != nil && !errors.Is(err, reason.ErrRateLimited) {
+			t.Fatalf("a call: %v", err)
+		}
+		return err
+	}
+	k := policy.Key{Kind: policy.Identities, Name: "runtime"}
+	e, err := n.Policy().Get(ctx(t), k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rate := "name: runtime\nrole: runtime\ntenants: [acme]\nopen_rate: {per_second: 1000, burst: 2000}\ncall_rate: {per_second: %s, burst: %d}\n"
+	rev := putAndApply(t, n, k, fmt.Sprintf(rate, "0.001", 1), e.Revision)
+	if err := call(); err != nil {
+		t.Fatalf("the first call under the lowered rate: %v", err)
+	}
+	if err := call(); !errors.Is(err, reason.ErrRateLimited) {
+		t.Fatalf("the second call under the lowered rate: %v, want rate_limited", err)
+	}
+	putAndApply(t, n, policy.Key{Kind: policy.Identities, Name: "runtime2"}, "name: runtime2\nrole: runtime\ntenants: [acme]\n", 0)
+	if err := call(); !errors.Is(err, reason.ErrRateLimited) {
+		t.Fatalf("after another identity changed: %v, want rate_limited still", err)
+	}
+	putAndApply(t, n, k, fmt.Sprintf(rate, "20000", 40000), rev)
+	for range 3 {
+		if err := call(); err != nil {
+			t.Fatalf("a call under the raised rate: %v", err)
+		}
+	}
+}

@@ -255,7 +255,7 @@ func TestFaultRollingRestart(t *testing.T) {
 	if len(want) == 0 {
 		t.Fatal("no call answered")
 	}
-	s := readSettled(t, auditor, want)
+	s := readSettled(t, auditor, want, nil)
 	if len(s.missing) > 0 {
 		t.Errorf("%d answered calls have no tool.invoked + tool.completed, e.g. %v", len(s.missing), s.missing[0])
 	}

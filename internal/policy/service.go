@@ -96,9 +96,15 @@ type ErrorInfo struct {
 type ServiceOptions struct {
 	Prefix string
 	// Admin reports whether the bus account a request came from (its
-	// Nats-Request-Info) is an admin identity; every other caller is
-	// refused policy_forbidden.
-	Admin func(account string) bool
+	// Nats-Request-Info) is an admin identity, and which keys it has
+	// (Scope); every other caller is refused policy_forbidden. An admin
+	// asking for a key outside its scope is refused policy_forbidden too
+	// (a list or export answers only the keys within it).
+	Admin func(account string) (Scope, bool)
+	// Refused, when set, records an operation refused for the admin's
+	// scope (the policy.refused audit event) before it is answered; a
+	// refusal it fails to record is still answered policy_forbidden.
+	Refused func(ctx context.Context, by string, e *ForbiddenError) error
 	// MaxRequestBytes bounds a request; default MaxDocumentBytes.
 	MaxRequestBytes int
 	// Timeout bounds one operation. Default 30s.
@@ -171,19 +177,23 @@ func (s *Service) Stop() {
 	s.stop()
 }
 
-// caller is the admin identity that sent m, or a refusal.
-func (s *Service) caller(m *nats.Msg) (string, *ErrorInfo) {
+// caller is the admin identity that sent m and its scope, or a refusal.
+func (s *Service) caller(m *nats.Msg) (string, Scope, *ErrorInfo) {
 	info := m.Header.Get(requestInfoHeader)
 	if info == "" || len(info) > 4096 {
-		return "", &ErrorInfo{Code: reason.PolicyForbidden, Message: "the request did not come through an admin identity's account"}
+		return "", Scope{}, &ErrorInfo{Code: reason.PolicyForbidden, Message: "the request did not come through an admin identity's account"}
 	}
 	var ci struct {
 		Account string `json:"acc"`
 	}
-	if err := json.Unmarshal([]byte(info), &ci); err != nil || ci.Account == "" || !s.opts.Admin(ci.Account) {
-		return "", &ErrorInfo{Code: reason.PolicyForbidden, Message: fmt.Sprintf("bus identity %q is not an admin", ci.Account)}
+	if err := json.Unmarshal([]byte(info), &ci); err != nil || ci.Account == "" {
+		return "", Scope{}, &ErrorInfo{Code: reason.PolicyForbidden, Message: "the request's identity header names no account"}
 	}
-	return ci.Account, nil
+	sc, ok := s.opts.Admin(ci.Account)
+	if !ok {
+		return "", Scope{}, &ErrorInfo{Code: reason.PolicyForbidden, Message: fmt.Sprintf("bus identity %q is not an admin", ci.Account)}
+	}
+	return ci.Account, sc, nil
 }
 
 func (s *Service) handle(m *nats.Msg) {
@@ -197,7 +207,7 @@ func (s *Service) handle(m *nats.Msg) {
 			s.opts.Logger.Debug("policy: answer not sent", "err", err)
 		}
 	}()
-	by, refusal := s.caller(m)
+	by, sc, refusal := s.caller(m)
 	if refusal != nil {
 		rep.Error = refusal
 		return
@@ -216,17 +226,26 @@ func (s *Service) handle(m *nats.Msg) {
 	}
 	ctx, cancel := context.WithTimeout(s.ctx, s.opts.Timeout)
 	defer cancel()
-	if err := s.do(ctx, op, by, req, &rep); err != nil {
+	if err := s.do(ctx, op, by, sc, req, &rep); err != nil {
+		var forbidden *ForbiddenError
+		if errors.As(err, &forbidden) && s.opts.Refused != nil {
+			if rerr := s.opts.Refused(ctx, by, forbidden); rerr != nil {
+				s.opts.Logger.Error("policy: a refusal could not be recorded", "op", op, "by", by, "key", forbidden.Key.String(), "err", rerr)
+			}
+		}
 		rep = Reply{Error: errorInfo(err)}
 		s.opts.Logger.Info("policy: request refused", "op", op, "by", by, "code", rep.Error.Code, "err", err)
 	}
 }
 
-func (s *Service) do(ctx context.Context, op, by string, req Request, rep *Reply) error {
+func (s *Service) do(ctx context.Context, op, by string, sc Scope, req Request, rep *Reply) error {
 	key := func() (Key, error) {
 		k, err := ParseKey(req.Key)
 		if err != nil {
 			return k, fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
+		if !sc.Covers(k) {
+			return k, &ForbiddenError{Op: op, Key: k, Scope: sc}
 		}
 		return k, nil
 	}
@@ -264,12 +283,12 @@ func (s *Service) do(ctx context.Context, op, by string, req Request, rep *Reply
 		if err != nil {
 			return err
 		}
-		for _, e := range es {
+		for _, e := range sc.within(es) {
 			rep.Entries = append(rep.Entries, *entryInfo(e, false))
 			rep.Revision = max(rep.Revision, e.Revision)
 		}
 	case OpExport:
-		d, es, err := s.store.Export(ctx)
+		d, es, err := s.store.ExportWithin(ctx, sc)
 		if err != nil {
 			return err
 		}
@@ -288,9 +307,9 @@ func (s *Service) do(ctx context.Context, op, by string, req Request, rep *Reply
 		}
 		var changes []Diff
 		if op == OpDiff {
-			changes, rep.Revision, err = s.store.diffAt(ctx, d)
+			changes, rep.Revision, err = s.store.diffAt(ctx, d, sc)
 		} else {
-			changes, err = s.store.ImportSince(ctx, d, req.Since, by)
+			changes, err = s.store.ImportWithin(ctx, d, req.Since, by, sc)
 		}
 		for _, c := range changes {
 			rep.Changes = append(rep.Changes, ChangeInfo{Key: c.Key.String(), Op: c.Op, Revision: c.Revision, From: c.From, To: c.To})
@@ -319,6 +338,8 @@ func errorInfo(err error) *ErrorInfo {
 		return &ErrorInfo{Code: reason.PolicyConflict, Message: err.Error(), Current: &cur}
 	case errors.Is(err, ErrConflict):
 		return &ErrorInfo{Code: reason.PolicyConflict, Message: err.Error()}
+	case errors.Is(err, ErrForbidden):
+		return &ErrorInfo{Code: reason.PolicyForbidden, Message: err.Error()}
 	case errors.Is(err, ErrNotFound):
 		return &ErrorInfo{Code: reason.PolicyNotFound, Message: err.Error()}
 	case errors.Is(err, ErrInvalid), errors.Is(err, ErrTooLarge), errors.Is(err, ErrInvalidKey):

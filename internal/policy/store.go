@@ -282,16 +282,7 @@ func itemsOf(es []Entry) (map[Key][]byte, map[Key]uint64) {
 // Diff lists what importing d would change, each with the revision the
 // import would expect.
 func (s *Store) Diff(ctx context.Context, d Document) ([]Diff, error) {
-	to, err := d.Items()
-	if err != nil {
-		return nil, err
-	}
-	es, err := s.List(ctx)
-	if err != nil {
-		return nil, err
-	}
-	from, revs := itemsOf(es)
-	return Compare(from, revs, to), nil
+	return s.DiffWithin(ctx, d, Scope{All: true})
 }
 
 // check asks Options.Check about the policy the changes would leave.
@@ -546,12 +537,12 @@ func (s *Store) lastRevision(ctx context.Context) (uint64, error) {
 
 // diffAt is Diff, and the bucket revision read before it: an import
 // naming it as its Since writes only if nothing changed after it.
-func (s *Store) diffAt(ctx context.Context, d Document) ([]Diff, uint64, error) {
+func (s *Store) diffAt(ctx context.Context, d Document, sc Scope) ([]Diff, uint64, error) {
 	at, err := s.lastRevision(ctx)
 	if err != nil {
 		return nil, 0, err
 	}
-	changes, err := s.Diff(ctx, d)
+	changes, err := s.DiffWithin(ctx, d, sc)
 	return changes, at, err
 }
 
@@ -559,14 +550,24 @@ func (s *Store) diffAt(ctx context.Context, d Document) ([]Diff, uint64, error) 
 // after revision since (0: no such condition) — so an import reviewed
 // with a diff is exactly the change that was reviewed.
 func (s *Store) ImportSince(ctx context.Context, d Document, since uint64, by string) ([]Diff, error) {
-	if since > 0 {
-		last, err := s.lastRevision(ctx)
-		if err != nil {
-			return nil, err
-		}
-		if last > since {
-			return nil, fmt.Errorf("%w: the bucket is at revision %d, changed since the diff at %d: diff again", ErrConflict, last, since)
-		}
+	if err := s.unchangedSince(ctx, since); err != nil {
+		return nil, err
 	}
 	return s.Import(ctx, d, by)
+}
+
+// unchangedSince refuses (a conflict) when the bucket changed after
+// revision since; 0 is no such condition.
+func (s *Store) unchangedSince(ctx context.Context, since uint64) error {
+	if since == 0 {
+		return nil
+	}
+	last, err := s.lastRevision(ctx)
+	if err != nil {
+		return err
+	}
+	if last > since {
+		return fmt.Errorf("%w: the bucket is at revision %d, changed since the diff at %d: diff again", ErrConflict, last, since)
+	}
+	return nil
 }
